@@ -1,0 +1,34 @@
+# The two commands a newcomer needs: `make run` and `make test`. Each creates .venv when missing
+# and installs everything into it. torch comes first, pinned to the CPU build that lies on this
+# kind of machine's disk; on a GPU machine override it, e.g. `make run TORCH_SPEC="torch==2.13.0"`
+# with your CUDA index configured in pip.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean install
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m experiments.run_baselines
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --durations=15
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+bench: $(STAMP)
+	$(PY) -m experiments.benchmarks.envs
+
+clean:
+	rm -rf $(VENV) outputs multirun

@@ -1,0 +1,39 @@
+"""Imports run left to right: envs -> world_model -> critic -> policy -> imagination -> experiments."""
+
+import ast
+import pathlib
+
+ORDER = ["envs", "world_model", "critic", "policy", "imagination", "experiments"]
+RANK = {name: i for i, name in enumerate(ORDER)}
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def wrong_way_imports(root: pathlib.Path) -> list[str]:
+    found = []
+    for package in ORDER:
+        for path in (root / package).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in RANK and RANK[top] > RANK[package]:
+                        found.append(f"{path.relative_to(root)}:{node.lineno} imports {name}")
+    return found
+
+
+def test_no_import_runs_right_to_left():
+    assert wrong_way_imports(ROOT) == []
+
+
+def test_checker_catches_a_wrong_way_import(tmp_path):
+    for package in ORDER:
+        (tmp_path / package).mkdir()
+    (tmp_path / "envs" / "bad.py").write_text("from policy.losses import aggregate\n")
+    (tmp_path / "policy" / "good.py").write_text("import envs.base\n")
+    assert wrong_way_imports(tmp_path) == ["envs/bad.py:1 imports policy.losses"]
