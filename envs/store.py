@@ -1,0 +1,283 @@
+"""An append-only, crash-safe trajectory store on Hugging Face ``datasets``.
+
+Layout of a store folder::
+
+    store/
+      manifest.json      the commit record: which shards exist and how many trajectories each holds
+      shard-00000/       one ``Dataset.save_to_disk`` folder per append; never rewritten
+      shard-00001/
+      .lock              an appending writer holds an exclusive ``flock`` on it
+
+Why appends never lose or half-write data. An append
+
+1. writes its new shard with ``save_to_disk`` into ``.tmp-<uuid>/`` inside the store folder (same
+   filesystem, so renames are atomic) and fsyncs it;
+2. renames that folder to a fresh ``shard-NNNNN`` name;
+3. writes ``manifest.json.tmp-<uuid>`` (old shards plus the new one), fsyncs it and ``os.replace``-s
+   it onto ``manifest.json``, then fsyncs the store folder.
+
+Readers trust only ``manifest.json``, and step 3's ``os.replace`` is the single commit point (atomic
+on POSIX). A writer killed before it leaves the manifest naming exactly the shards committed
+before, and those are never touched again; one killed after it has already made the new shard
+complete and durable. Leftovers of a killed writer (``.tmp-*`` folders, manifest temp files,
+``shard-*`` folders the manifest does not list) are never read, and the next append deletes them.
+It does so while holding the exclusive lock every appender holds, so it cannot delete a live
+writer's temp files (the kernel drops a dead process's ``flock``). The same lock serialises
+concurrent appenders. Appends cost O(new data): earlier shards are never rewritten.
+
+Columns are declared explicitly (``FEATURES``); per-turn records use ``datasets.List`` (not
+``Sequence``, which turns a list of dicts into a dict of lists); ``env_kwargs`` is a JSON string.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets import Dataset, Features, List, Value
+
+from envs.trajectory import Trajectory, Turn
+
+FORMAT = "reverie-trajectory-store"
+VERSION = 1
+MANIFEST = "manifest.json"
+LOCK = ".lock"
+_SHARD_NAME = re.compile(r"shard-\d{5,}")
+
+TURN_FEATURES = {
+    "observation": Value("string"),
+    "action": Value("string"),
+    "next_observation": Value("string"),
+    "reward": Value("float64"),  # float64 so Python floats round-trip exactly
+    "done": Value("bool"),
+    "valid": Value("bool"),
+    "anchor_observation": Value("string"),
+}
+FEATURES = Features(
+    {
+        "env_name": Value("string"),
+        "env_kwargs": Value("string"),  # JSON: kwargs vary per env, a fixed schema cannot hold them
+        "seed": Value("int64"),
+        "group_id": Value("int64"),
+        "trajectory_id": Value("int64"),
+        "source": Value("string"),
+        "success": Value("bool"),
+        "episode_return": Value("float64"),  # derived; stored for direct use of the dataset
+        "turns": List(TURN_FEATURES),
+    }
+)
+
+
+class StoreError(RuntimeError):
+    """A folder is not a trajectory store, or a committed part of one cannot be read."""
+
+
+def env_kwargs_to_json(env_kwargs: dict[str, Any]) -> str:
+    """Encode env kwargs as JSON, refusing values that would not come back equal (tuples, int keys)."""
+    text = json.dumps(env_kwargs, ensure_ascii=False)
+    if json.loads(text) != env_kwargs:
+        raise ValueError(f"env_kwargs {env_kwargs!r} do not survive JSON: use str keys and lists, not tuples")
+    return text
+
+
+def trajectory_to_record(traj: Trajectory) -> dict[str, Any]:
+    """One dataset row (matching ``FEATURES``) for a trajectory."""
+    if traj.source not in ("real", "imagined"):
+        raise ValueError(f"trajectory source must be 'real' or 'imagined', got {traj.source!r}")
+    return {
+        "env_name": traj.env_name,
+        "env_kwargs": env_kwargs_to_json(traj.env_kwargs),
+        "seed": traj.seed,
+        "group_id": traj.group_id,
+        "trajectory_id": traj.trajectory_id,
+        "source": traj.source,
+        "success": traj.success,
+        "episode_return": traj.episode_return,
+        "turns": [asdict(turn) for turn in traj.turns],
+    }
+
+
+def record_to_trajectory(record: dict[str, Any]) -> Trajectory:
+    """The trajectory a dataset row holds (``episode_return`` is recomputed from the turns)."""
+    return Trajectory(
+        env_name=record["env_name"],
+        env_kwargs=json.loads(record["env_kwargs"]),
+        seed=record["seed"],
+        group_id=record["group_id"],
+        trajectory_id=record["trajectory_id"],
+        source=record["source"],
+        turns=[Turn(**turn) for turn in record["turns"]],
+        success=record["success"],
+    )
+
+
+class TrajectoryStore:
+    """Trajectories on disk under ``path``. A missing or empty folder is an empty store."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._shards()  # fail now, naming the path, if this folder is not a store
+
+    def __len__(self) -> int:
+        return sum(entry["num_trajectories"] for entry in self._shards())
+
+    def __repr__(self) -> str:
+        return f"TrajectoryStore({str(self.path)!r})"
+
+    def append(self, trajectories: Sequence[Trajectory]) -> None:
+        """Commit ``trajectories`` as one new shard; all of them become visible at once, or none."""
+        records = [trajectory_to_record(t) for t in trajectories]  # validate before touching disk
+        if not records:
+            return
+        shard = Dataset.from_list(records, features=FEATURES)
+        self._shards()  # refuse, before creating anything, to write into a folder that is not a store
+        self.path.mkdir(parents=True, exist_ok=True)
+        with _exclusive_lock(self.path):
+            entries = self._shards()
+            self._remove_leftovers({entry["name"] for entry in entries})
+            name = f"shard-{len(entries):05d}"
+            tmp = self.path / f".tmp-{uuid.uuid4().hex}"
+            with _quiet_progress_bars():
+                shard.save_to_disk(str(tmp))
+            _fsync_tree(tmp)
+            os.rename(tmp, self.path / name)
+            self._write_manifest(entries + [{"name": name, "num_trajectories": len(records)}])
+
+    def dataset(self) -> Dataset:
+        """All committed trajectories as one (memory-mapped) ``datasets.Dataset`` with ``FEATURES``."""
+        parts = [self._read_shard(entry) for entry in self._shards()]
+        if not parts:
+            return Dataset.from_dict({column: [] for column in FEATURES}, features=FEATURES)
+        return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+
+    def load(self) -> list[Trajectory]:
+        """Every committed trajectory, in append order."""
+        return [record_to_trajectory(row) for row in self.dataset()]
+
+    def filter(self, *, source: str | None = None, env_name: str | None = None) -> list[Trajectory]:
+        """The trajectories whose ``source`` and ``env_name`` match (``None`` matches anything)."""
+        ds = self.dataset()
+        keep = [
+            i
+            for i, (src, env) in enumerate(zip(ds["source"], ds["env_name"], strict=True))
+            if (source is None or src == source) and (env_name is None or env == env_name)
+        ]
+        # select() builds an index mapping in memory: no cache file lands in the store folder.
+        return [record_to_trajectory(row) for row in ds.select(keep)]
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _shards(self) -> list[dict[str, Any]]:
+        """The committed shard entries from the manifest; [] for an empty store."""
+        if not self.path.exists():
+            return []
+        if not self.path.is_dir():
+            raise StoreError(f"{self.path} is not a trajectory store: it is a file, not a folder")
+        manifest = self.path / MANIFEST
+        if not manifest.exists():
+            strangers = sorted(n for n in os.listdir(self.path) if n != LOCK and not _is_leftover(n, set()))
+            if strangers:
+                raise StoreError(
+                    f"{self.path} is not a trajectory store: no {MANIFEST}, and it holds {strangers[:5]}"
+                )
+            return []
+        try:
+            content = json.loads(manifest.read_text(encoding="utf-8"))
+            if content.get("format") != FORMAT or content.get("version") != VERSION:
+                raise ValueError(f"format/version is {content.get('format')!r}/{content.get('version')!r}")
+            entries = content["shards"]
+            for i, entry in enumerate(entries):
+                if entry["name"] != f"shard-{i:05d}" or not isinstance(entry["num_trajectories"], int):
+                    raise ValueError(f"bad shard entry {entry!r}")
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise StoreError(f"{manifest} is not a valid trajectory-store manifest: {err}") from err
+        return entries
+
+    def _read_shard(self, entry: dict[str, Any]) -> Dataset:
+        path = self.path / entry["name"]
+        try:
+            ds = datasets.load_from_disk(str(path))
+        except Exception as err:  # datasets raises several types for a damaged folder
+            raise StoreError(f"{path}: committed shard cannot be read ({err})") from err
+        if not isinstance(ds, Dataset) or ds.features != FEATURES or len(ds) != entry["num_trajectories"]:
+            raise StoreError(f"{path}: committed shard does not match the manifest or the store schema")
+        return ds
+
+    def _write_manifest(self, entries: list[dict[str, Any]]) -> None:
+        tmp = self.path / f"{MANIFEST}.tmp-{uuid.uuid4().hex}"
+        content = {"format": FORMAT, "version": VERSION, "shards": entries}
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(content, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path / MANIFEST)  # the commit point
+        _fsync_dir(self.path)
+
+    def _remove_leftovers(self, committed: set[str]) -> None:
+        """Delete what killed writers left behind. Call only while holding the store lock."""
+        for name in os.listdir(self.path):
+            if _is_leftover(name, committed):
+                target = self.path / name
+                if target.is_dir():
+                    shutil.rmtree(target)
+                else:
+                    target.unlink()
+
+
+def _is_leftover(name: str, committed: set[str]) -> bool:
+    """True for temp files/folders and for shard folders the manifest does not list."""
+    if name.startswith(".tmp-") or name.startswith(f"{MANIFEST}.tmp-"):
+        return True
+    return _SHARD_NAME.fullmatch(name) is not None and name not in committed
+
+
+@contextmanager
+def _exclusive_lock(folder: Path) -> Iterator[None]:
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+@contextmanager
+def _quiet_progress_bars() -> Iterator[None]:
+    """Silence ``save_to_disk``'s progress bar, restoring the caller's setting afterwards."""
+    was_disabled = datasets.utils.are_progress_bars_disabled()
+    datasets.utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            datasets.utils.enable_progress_bars()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file under ``folder`` and the folders themselves, so a rename publishes durable data."""
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(root))

@@ -1,0 +1,219 @@
+"""TrajectoryStore: exact round trips, append-only shards, killed writers, and foreign folders."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envs.store import FEATURES, TURN_FEATURES, StoreError, TrajectoryStore
+from envs.trajectory import Trajectory, Turn
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_traj(trajectory_id: int, source: str = "real", n_turns: int = 2) -> Trajectory:
+    turns = [
+        Turn(
+            observation=f"obs {k} — naïve café ✓",
+            action=f"guess({k})\nline two",
+            next_observation=f"result {k} 漢字",
+            reward=0.1 * (k + 1) + 1 / 3,  # not representable in float32: checks float64 storage
+            done=k == n_turns - 1,
+            valid=k % 2 == 0,
+            anchor_observation=f"anchor {k}",
+        )
+        for k in range(n_turns)
+    ]
+    return Trajectory(
+        env_name="hidden_number",
+        env_kwargs={"n": 16, "noise": 0.25, "variant": "hard", "tags": ["a", "b"]},
+        seed=1_000_003 * 7 + trajectory_id,
+        group_id=trajectory_id // 2,
+        trajectory_id=trajectory_id,
+        source=source,
+        turns=turns,
+        success=trajectory_id % 2 == 1,
+    )
+
+
+def tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_schema_matches_the_dataclasses() -> None:
+    assert set(TURN_FEATURES) == {f.name for f in fields(Turn)}
+    assert set(FEATURES) == {f.name for f in fields(Trajectory)} | {"episode_return"}
+
+
+def test_round_trip_is_exact(tmp_path: Path) -> None:
+    trajs = [make_traj(0), make_traj(1, n_turns=0), make_traj(2, source="imagined", n_turns=3)]
+    TrajectoryStore(tmp_path / "store").append(trajs)
+    store = TrajectoryStore(tmp_path / "store")  # a fresh handle reads from disk only
+    assert len(store) == 3
+    loaded = store.load()
+    assert loaded == trajs
+    assert loaded[0].turns[1].reward == 0.2 + 1 / 3  # bit-exact float
+
+
+def test_dataset_has_declared_features_and_list_turns(tmp_path: Path) -> None:
+    store = TrajectoryStore(tmp_path)
+    store.append([make_traj(0), make_traj(1)])
+    ds = store.dataset()
+    assert ds.features == FEATURES
+    assert json.loads(ds[0]["env_kwargs"]) == {"n": 16, "noise": 0.25, "variant": "hard", "tags": ["a", "b"]}
+    assert isinstance(ds[0]["turns"], list) and ds[0]["turns"][1]["action"] == "guess(1)\nline two"
+    assert ds["episode_return"] == [pytest.approx(0.3 + 2 / 3)] * 2
+
+
+def test_append_keeps_earlier_data_and_never_rewrites_it(tmp_path: Path) -> None:
+    store = TrajectoryStore(tmp_path / "s")
+    first, second = [make_traj(0), make_traj(1)], [make_traj(2, source="imagined")]
+    store.append(first)
+    before = tree_digest(tmp_path / "s" / "shard-00000")
+    store.append(second)
+    store.append([])  # a no-op, not an empty shard
+    assert sorted(os.listdir(tmp_path / "s")) == [".lock", "manifest.json", "shard-00000", "shard-00001"]
+    assert tree_digest(tmp_path / "s" / "shard-00000") == before
+    assert len(store) == 3
+    assert store.load() == first + second
+    assert store.filter(source="imagined") == second
+    assert store.filter(source="real", env_name="hidden_number") == first
+    assert store.filter(env_name="other") == []
+
+
+def test_empty_or_missing_folder_is_an_empty_store(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing", tmp_path):
+        store = TrajectoryStore(path)
+        assert len(store) == 0 and store.load() == []
+        assert store.dataset().features == FEATURES and len(store.dataset()) == 0
+
+
+def test_leftovers_of_killed_writers_are_ignored_then_cleaned(tmp_path: Path) -> None:
+    store = TrajectoryStore(tmp_path)
+    store.append([make_traj(0)])
+    # A writer killed mid-save_to_disk, one killed after renaming its shard but before the
+    # manifest commit (a half-written arrow file), and one killed while writing the manifest.
+    (tmp_path / ".tmp-deadbeef").mkdir()
+    (tmp_path / ".tmp-deadbeef" / "data-00000-of-00001.arrow").write_bytes(b"\x00partial")
+    (tmp_path / "shard-00001").mkdir()
+    (tmp_path / "shard-00001" / "data-00000-of-00001.arrow").write_bytes(b"ARROW1\x00\x00trunc")
+    (tmp_path / "manifest.json.tmp-cafe").write_text('{"format": "reverie-traj')
+    assert len(TrajectoryStore(tmp_path)) == 1
+    assert TrajectoryStore(tmp_path).load() == [make_traj(0)]
+    store.append([make_traj(1)])
+    assert sorted(os.listdir(tmp_path)) == [".lock", "manifest.json", "shard-00000", "shard-00001"]
+    assert store.load() == [make_traj(0), make_traj(1)]
+
+
+def test_writer_killed_at_the_commit_point_loses_nothing(tmp_path: Path) -> None:
+    """A real process gets SIGKILL just as it would replace the manifest (after its shard is renamed)."""
+    store = TrajectoryStore(tmp_path)
+    store.append([make_traj(0)])
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(REPO)!r})
+        os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+        from envs.store import TrajectoryStore
+        from envs.trajectory import Trajectory
+        TrajectoryStore({str(tmp_path)!r}).append([Trajectory("x", {{}}, 1, 1, 1)])
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr.decode()
+    assert "shard-00001" in os.listdir(tmp_path)  # renamed into place, never committed
+    assert TrajectoryStore(tmp_path).load() == [make_traj(0)]
+    store.append([make_traj(2)])  # the dead writer's lock is gone; its orphan is cleaned and replaced
+    assert store.load() == [make_traj(0), make_traj(2)]
+
+
+def test_a_failed_save_leaves_the_store_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = TrajectoryStore(tmp_path)
+    store.append([make_traj(0)])
+
+    def half_write(self, path, **kwargs):
+        os.makedirs(path)
+        Path(path, "data-00000-of-00001.arrow").write_bytes(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("datasets.Dataset.save_to_disk", half_write)
+    with pytest.raises(OSError, match="disk full"):
+        store.append([make_traj(1)])
+    assert store.load() == [make_traj(0)]
+
+
+def test_folder_that_is_not_a_store_raises_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(StoreError, match=re.escape(f"{tmp_path} is not a trajectory store")):
+        TrajectoryStore(tmp_path)
+    with pytest.raises(StoreError, match="notes.txt.*is a file"):
+        TrajectoryStore(tmp_path / "notes.txt")
+
+
+def test_corrupted_store_raises_naming_the_path(tmp_path: Path) -> None:
+    store = TrajectoryStore(tmp_path)
+    store.append([make_traj(0)])
+    (tmp_path / "shard-00000" / "state.json").unlink()
+    with pytest.raises(StoreError, match="shard-00000: committed shard cannot be read"):
+        store.load()
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(StoreError, match="manifest.json is not a valid trajectory-store manifest"):
+        TrajectoryStore(tmp_path)
+
+
+def test_bad_trajectories_are_refused_before_touching_disk(tmp_path: Path) -> None:
+    bad = make_traj(0)
+    bad.env_kwargs = {"shape": (3, 4)}  # a tuple would come back as a list
+    with pytest.raises(ValueError, match="do not survive JSON"):
+        TrajectoryStore(tmp_path / "s").append([bad])
+    assert not (tmp_path / "s").exists()
+
+
+texts = st.text(max_size=12)
+floats = st.floats(allow_nan=False, width=64)  # NaN never equals itself, so equality cannot check it
+int64 = st.integers(-(2**63), 2**63 - 1)
+turn_st = st.builds(Turn, texts, texts, texts, floats, st.booleans(), st.booleans(), texts)
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | floats | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=6,
+)
+traj_st = st.builds(
+    Trajectory,
+    env_name=texts,
+    env_kwargs=st.dictionaries(texts, json_value, max_size=3),
+    seed=int64,
+    group_id=int64,
+    trajectory_id=int64,
+    source=st.sampled_from(["real", "imagined"]),
+    turns=st.lists(turn_st, max_size=3),
+    success=st.booleans(),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.lists(traj_st, max_size=3), min_size=1, max_size=2))
+def test_random_trajectories_round_trip(batches: list[list[Trajectory]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        store = TrajectoryStore(folder)
+        for batch in batches:
+            store.append(batch)
+        expected = [t for batch in batches for t in batch]
+        assert len(store) == len(expected)
+        assert TrajectoryStore(folder).load() == expected
