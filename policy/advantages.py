@@ -1,0 +1,165 @@
+"""Advantage estimators as pure functions on tensors: GRPO / Dr. GRPO, token- and turn-level GAE
+and SPPO. GiGPO and HGPO live in ``policy/group_advantages.py`` and are re-exported here, so
+``policy.advantages`` is the one place to import any estimator from.
+
+Each function reproduces a convention of verl or verl-agent (``/work/shared/ADVANTAGE_CONVENTIONS.md``)
+when configured as its docstring says.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from policy.group_advantages import GiGPOResult, HGPOResult, gigpo_advantages, hgpo_advantages
+from policy.group_norm import normalise_in_groups
+
+__all__ = [
+    "GiGPOResult",
+    "HGPOResult",
+    "broadcast_to_tokens",
+    "gae",
+    "gigpo_advantages",
+    "grpo_advantages",
+    "hgpo_advantages",
+    "normalise_in_groups",
+    "score_from_token_rewards",
+    "sppo_advantages",
+    "sppo_value_loss",
+    "turn_gae",
+    "whiten",
+]
+
+
+def grpo_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    *,
+    norm_by_std: bool = True,
+    std_ddof: int = 1,
+    eps: float = 1e-6,
+    singleton: str = "raw",
+) -> torch.Tensor:
+    """GRPO outcome advantages: each sample's score against the others of its group.
+
+    rewards: (N,) scalar score per sample (``score_from_token_rewards`` for verl's score).
+    group_ids: (N,) long. Returns (N,).
+
+    Defaults reproduce verl's ``grpo`` estimator: ``(r - mean) / (std + 1e-6)`` with sample std;
+    ``norm_by_std=False`` is Dr. GRPO (``r - mean``, verl ``norm_adv_by_std_in_grpo=False``).
+    A group whose scores are all equal gives exactly 0. A group of one: ``singleton="raw"`` is verl's
+    mean-0 / std-1 rule, i.e. ``r / (1 + eps)`` with std scaling and ``r`` without;
+    ``singleton="zero"`` gives 0. See ``normalise_in_groups``.
+    """
+    return normalise_in_groups(
+        rewards,
+        group_ids,
+        mode="mean_std_norm" if norm_by_std else "mean_norm",
+        ddof=std_ddof,
+        eps=eps,
+        singleton=singleton,
+    )
+
+
+def score_from_token_rewards(token_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A trajectory's score as verl computes it: the sum of its token rewards over all positions.
+
+    token_rewards, mask: (B, T). Returns (B,). The mask is deliberately not applied (verl sums the
+    whole response row); it is taken only to check shapes.
+    """
+    if token_rewards.shape != mask.shape:
+        raise ValueError(f"token_rewards {tuple(token_rewards.shape)} and mask {tuple(mask.shape)} differ")
+    return token_rewards.sum(dim=-1)  # (B,)
+
+
+def broadcast_to_tokens(adv: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """A per-sample scalar spread over its response tokens: (B,) x (B, T) -> (B, T), 0 off the mask."""
+    if adv.dim() != 1 or adv.shape[0] != response_mask.shape[0]:
+        raise ValueError(f"adv {tuple(adv.shape)} must be (B,) for response_mask {tuple(response_mask.shape)}")
+    return adv.unsqueeze(-1) * response_mask.to(adv.dtype)  # (B, T)
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation, verl's token-level recursion.
+
+    rewards, values, mask: (B, T). Returns ``(advantages, returns)``, both (B, T), not whitened.
+
+    Backwards over t: ``delta_t = r_t + gamma * V_next - V_t``, ``A_t = delta_t + gamma * lam * A_next``.
+    Positions with mask 0 are skipped: ``V_next`` and ``A_next`` carry through them unchanged, and
+    the entry stored there is the carried advantage (as in verl; it is masked out downstream).
+    After the last valid position ``V_next = A_next = 0``. ``returns = advantages + values``.
+    verl's ``compute_gae_advantage_return`` then whitens the advantages: call
+    ``whiten(advantages, mask)`` to reproduce that.
+    """
+    if not rewards.shape == values.shape == mask.shape or rewards.dim() != 2:
+        raise ValueError(f"rewards, values, mask must share a (B, T) shape: {rewards.shape}, {values.shape}, {mask.shape}")
+    valid = mask.bool()  # (B, T)
+    next_value = torch.zeros_like(values[:, 0])  # (B,)
+    next_adv = torch.zeros_like(values[:, 0])  # (B,)
+    columns = []
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]  # (B,)
+        adv_t = delta + gamma * lam * next_adv  # (B,)
+        next_value = torch.where(valid[:, t], values[:, t], next_value)
+        next_adv = torch.where(valid[:, t], adv_t, next_adv)
+        columns.append(next_adv)
+    advantages = torch.stack(columns[::-1], dim=1)  # (B, T)
+    return advantages, advantages + values
+
+
+def turn_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn-level GAE: the ``gae`` recursion with one entry per agent turn.
+
+    rewards: (B, N_turns) the env reward of each turn. values: (B, N_turns) the critic's value of
+    the state *before* the turn (the history the agent acted on). mask: (B, N_turns), 1 on real
+    turns, 0 on the padding of shorter trajectories (or on turns to skip). The last valid turn
+    bootstraps 0, i.e. it is treated as terminal; for a trajectory cut off by a step limit, add
+    ``gamma * V(final state)`` to its last reward. Returns ``(advantages, returns)``, (B, N_turns);
+    broadcast a turn's advantage over that turn's action tokens.
+    """
+    return gae(rewards, values, mask, gamma=gamma, lam=lam)
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+    """``(x - mean) / sqrt(var + 1e-8)`` with the mean and unbiased variance of the valid entries.
+
+    values, mask: same shape. Like verl's ``masked_whiten``, every entry is transformed (masked ones
+    too) and ``shift_mean=False`` adds the mean back. Fewer than two valid entries leave the
+    unbiased variance undefined: ``ValueError`` (verl raises there too).
+    """
+    m = mask.to(values.dtype)
+    n = m.sum()
+    if n < 2:
+        raise ValueError(f"whiten needs at least 2 valid entries, mask has {n.item():g}")
+    mean = (values * m).sum() / n
+    var = ((values - mean) ** 2 * m).sum() / (n - 1)
+    out = (values - mean) * torch.rsqrt(var + 1e-8)
+    return out if shift_mean else out + mean
+
+
+def sppo_advantages(returns: torch.Tensor, value_logits: torch.Tensor) -> torch.Tensor:
+    """Sequence-level (SPPO) advantage: ``A = R - sigmoid(logit)``, no normalisation.
+
+    returns, value_logits: (B,), the logit of a scalar critic on the prompt. Returns (B,); the value
+    is detached (advantages are targets). Spread over the response with ``broadcast_to_tokens``.
+    """
+    return returns.to(value_logits.dtype) - torch.sigmoid(value_logits.detach())
+
+
+def sppo_value_loss(value_logits: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of ``sigmoid(logit)`` against returns in [0, 1], mean over the batch."""
+    return F.binary_cross_entropy_with_logits(value_logits, returns.to(value_logits.dtype))
