@@ -60,7 +60,8 @@ def normalise_in_groups(
       - n >= 2 and all stat values equal: every row of the group gets exactly 0 (never NaN, also
         with ``eps=0``, and not the rounding residue of ``v - mean``).
 
-    Statistics are computed in float64; the result has the dtype and device of ``values``.
+    Statistics are computed in float64 on detached values (advantages carry no gradient); the
+    result has the dtype and device of ``values``.
     """
     check_option("mode", mode, NORM_MODES)
     check_option("singleton", singleton, SINGLETON_RULES)

@@ -3,7 +3,8 @@
 estimators, loss aggregation modes, the clipped value loss, the entropy bonus and explained variance.
 
 Masks are 0/1 (B, T) tensors, 1 on the trained response tokens. Masked entries never reach a
-result, even when they hold NaN or inf, and fully masked rows or batches never produce NaN.
+returned value, even when they hold NaN or inf (their gradients are not guarded: keep the inputs
+finite), and fully masked rows or batches never produce NaN.
 """
 
 from __future__ import annotations
