@@ -26,6 +26,7 @@ The episode ends with success when every box is on a target, or without it after
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from envs.base import StepResult, ensure_not_done
 from envs.sokoban_generator import generate_room
@@ -120,7 +121,9 @@ class SokobanEnv:
 
     def __init__(self, dim_room: tuple[int, int] = (6, 6), num_boxes: int = 1, max_turns: int = 20) -> None:
         if (
-            not isinstance(dim_room, (tuple, list))
+            # Any sequence, so a Hydra/OmegaConf ListConfig from YAML (``dim_room: [5, 5]``) works.
+            not isinstance(dim_room, Sequence)
+            or isinstance(dim_room, str)
             or len(dim_room) != 2
             or not all(_is_int(side) and _MIN_SIDE <= side <= _MAX_SIDE for side in dim_room)
         ):

@@ -416,6 +416,7 @@ def test_same_seed_same_room_and_reset_clears_the_episode():
     [
         ({"dim_room": (4, 6)}, "dim_room"),
         ({"dim_room": 6}, "dim_room"),
+        ({"dim_room": "66"}, "dim_room"),
         ({"dim_room": (6, 6, 6)}, "dim_room"),
         ({"num_boxes": 0}, "num_boxes"),
         ({"dim_room": (6, 9)}, "dim_room"),
@@ -429,6 +430,15 @@ def test_same_seed_same_room_and_reset_clears_the_episode():
 def test_bad_options_raise_value_errors_naming_the_option(kwargs, option):
     with pytest.raises(ValueError, match=option):
         SokobanEnv(**kwargs)
+
+
+def test_dim_room_accepts_a_list_from_yaml_config():
+    from omegaconf import OmegaConf
+
+    options = OmegaConf.create({"dim_room": [5, 5], "num_boxes": 2})
+    env = SokobanEnv(dim_room=options.dim_room, num_boxes=options.num_boxes)
+    assert env.dim_room == (5, 5)
+    assert env.reset(0).count("\n") == 4
 
 
 def test_random_action_is_uniform_over_the_four_moves():
