@@ -1,0 +1,72 @@
+"""The LM policy's configuration: which model, how the history is rendered, how actions are sampled.
+
+A Hydra structured config: primitives and ``Optional[str]`` only, ranges checked in ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+ARCHITECTURES = ("llama", "qwen2")
+
+
+@dataclass
+class PolicyConfig:
+    """Model shape (for a tiny model built from scratch), prompt rendering and sampling."""
+
+    pretrained: Optional[str] = None
+    """A local Hugging Face model directory; its own tokenizer and chat template are used. None: a tiny
+    model is built from scratch over the env's word-level tokenizer, with the fields below."""
+
+    arch: str = "llama"
+    """Architecture of the tiny model: "llama" or "qwen2"."""
+
+    hidden_size: int = 128
+    """Width of the tiny model."""
+
+    num_layers: int = 3
+    """Transformer blocks of the tiny model."""
+
+    num_heads: int = 4
+    """Attention heads of the tiny model; must divide hidden_size."""
+
+    intermediate_size: int = 384
+    """Width of the tiny model's MLP."""
+
+    history_window: int = 2
+    """K: how many past turns are rendered before the current observation (HGPO's K); 0 shows only the
+    current observation."""
+
+    max_prompt_tokens: int = 384
+    """Longer prompts are left-truncated: the end (the current observation) is kept."""
+
+    max_action_tokens: int = 12
+    """Cap on the tokens of one generated action (the closing EOS not counted)."""
+
+    temperature: float = 1.0
+    """Sampling temperature; 0 means greedy."""
+
+    top_p: float = 1.0
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p; 1 keeps all."""
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHITECTURES:
+            raise ValueError(f"PolicyConfig.arch must be one of {ARCHITECTURES}, got {self.arch!r}")
+        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_prompt_tokens", "max_action_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"PolicyConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads != 0:
+            raise ValueError(
+                f"PolicyConfig.num_heads ({self.num_heads}) must divide PolicyConfig.hidden_size ({self.hidden_size})"
+            )
+        if self.history_window < 0:
+            raise ValueError(f"PolicyConfig.history_window must be >= 0, got {self.history_window}")
+        if self.max_prompt_tokens < 2:
+            raise ValueError(f"PolicyConfig.max_prompt_tokens must be >= 2 (BOS and one token), got {self.max_prompt_tokens}")
+        if not self.temperature >= 0.0:
+            raise ValueError(f"PolicyConfig.temperature must be >= 0 (0 is greedy), got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"PolicyConfig.top_p must be in (0, 1], got {self.top_p}")
+        if self.pretrained is not None and not str(self.pretrained).strip():
+            raise ValueError("PolicyConfig.pretrained must be a local model directory or None, got an empty string")
