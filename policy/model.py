@@ -32,12 +32,12 @@ def build_tiny_tokenizer(vocabulary: Iterable[str]) -> PreTrainedTokenizerFast:
     return build_word_tokenizer([*vocabulary, *RENDER_VOCABULARY])
 
 
-def build_tiny_lm(cfg: PolicyConfig, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0) -> PreTrainedModel:
+def build_tiny_lm(cfg: PolicyConfig, tokenizer: PreTrainedTokenizerBase, *, seed: int | None = None) -> PreTrainedModel:
     """A freshly initialised causal LM of ``cfg``'s shape over ``tokenizer``'s vocabulary.
 
     Embeddings are tied; pad/bos/eos ids come from the tokenizer; positions cover the longest row
-    the policy ever builds (prompt + action + EOS). Initialisation is seeded by ``seed`` without
-    touching the global torch RNG.
+    the policy ever builds (prompt + action + EOS). With ``seed`` the initialisation is drawn from
+    that seed and the global torch RNG is left as it was; with None it draws from the global RNG.
     """
     if tokenizer.eos_token_id is None:
         raise ValueError("build_tiny_lm: the tokenizer has no EOS token; actions could never end")
@@ -58,10 +58,11 @@ def build_tiny_lm(cfg: PolicyConfig, tokenizer: PreTrainedTokenizerBase, *, seed
         config, model_class = LlamaConfig(**shape), LlamaForCausalLM
     else:
         config, model_class = Qwen2Config(**shape, use_sliding_window=False), Qwen2ForCausalLM
+    if seed is None:
+        return model_class(config)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = model_class(config)
-    return model
+        return model_class(config)
 
 
 def load_local_pretrained(path: str | os.PathLike) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

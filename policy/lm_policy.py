@@ -1,0 +1,154 @@
+"""The LM policy: renders each agent's history, samples the next action, scores token batches.
+
+Sampling is a small loop over the model's KV cache rather than HF ``generate``, because ``generate``
+draws from the global torch RNG: here every draw comes from a ``torch.Generator`` the policy owns,
+seeded at construction, so the same seed gives the same actions (on CPU, bit for bit).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from envs.agent import AgentView
+from envs.trajectory import Trajectory
+from policy.batch import TokenBatch
+from policy.config import PolicyConfig
+from policy.encode import TurnSample, encode_prompts, encode_samples, turn_samples
+from policy.logprobs import position_ids_for, token_logprobs
+from policy.render import render_prompt
+
+
+@dataclass
+class Generation:
+    """What one batched generation produced."""
+
+    token_ids: torch.Tensor  # (B, T) long, the sampled tokens; pad after a row's EOS
+    lengths: torch.Tensor  # (B,) long, tokens each row produced, its EOS included when it stopped
+    logprobs: torch.Tensor  # (B, T) float, log-prob of each token under the model at temperature 1; 0 past lengths
+    texts: list[str]  # decoded actions, special tokens stripped
+
+
+def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Zero all but the smallest set of most likely tokens whose mass reaches ``top_p``; renormalise. (B, V)."""
+    if top_p >= 1.0:
+        return probs
+    sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (B, V) mass of the strictly more likely tokens
+    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)  # the most likely token always stays
+    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+class LMPolicy:
+    """A causal LM behind the Agent protocol: ``act`` for rollouts, ``log_probs``/``encode`` for learning."""
+
+    def __init__(self, model, tokenizer, cfg: PolicyConfig, *, seed: int = 0) -> None:
+        if tokenizer.eos_token_id is None:
+            raise ValueError("LMPolicy: the tokenizer has no EOS token; actions could never end")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.cfg = cfg
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)  # draws are made on CPU
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def train(self, mode: bool = True) -> LMPolicy:
+        self.model.train(mode)
+        return self
+
+    def eval(self) -> LMPolicy:
+        self.model.eval()
+        return self
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def prompts(self, views: Sequence[AgentView]) -> list[str]:
+        """The rendered prompt of each view (its turns and current observation)."""
+        return [render_prompt(self.tokenizer, v.turns, v.observation, self.cfg.history_window) for v in views]
+
+    def act(self, views: Sequence[AgentView], *, greedy: bool = False) -> list[str]:
+        """One action text per view, sampled in one batch (greedy when asked or at temperature 0)."""
+        return self.generate(self.prompts(views), greedy=greedy).texts
+
+    def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+        """Next token per row from (B, V) logits: argmax, or a draw with temperature and top-p."""
+        if greedy or self.cfg.temperature == 0.0:
+            return logits.argmax(dim=-1)
+        probs = F.softmax(logits.float().cpu() / self.cfg.temperature, dim=-1)  # (B, V)
+        probs = top_p_filter(probs, self.cfg.top_p)
+        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).to(logits.device)
+
+    def _forward(self, input_ids, attention_mask, position_ids, cache):
+        """One cached forward pass: ``(cache, logits of the last position (B, V))``."""
+        cache_key = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=1,
+            **({cache_key: cache} if cache is not None else {}),
+        )
+        return out[cache_key], out.logits[:, -1]
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> Generation:
+        """Sample up to ``max_action_tokens`` tokens after each prompt, stopping a row at its EOS."""
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        pad = eos if pad is None else pad
+        if not prompts:
+            empty = torch.zeros((0, 0), dtype=torch.long)
+            return Generation(empty, torch.zeros(0, dtype=torch.long), empty.float(), [])
+        input_ids, attention_mask = encode_prompts(self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens)
+        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)  # (B, P)
+        positions = position_ids_for(attention_mask)  # (B, P)
+        cache, logits = self._forward(input_ids, attention_mask, positions, None)  # logits (B, V)
+        next_position = positions[:, -1:] + 1  # (B, 1)
+        batch = input_ids.shape[0]
+        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
+        tokens, logps = [], []
+        for step in range(self.cfg.max_action_tokens):
+            token = self._choose(logits, greedy)  # (B,)
+            logp = F.log_softmax(logits.float(), dim=-1).gather(-1, token[:, None]).squeeze(-1)  # (B,)
+            tokens.append(token.masked_fill(finished, pad))
+            logps.append(logp.masked_fill(finished, 0.0))
+            lengths += (~finished).long()
+            finished |= token == eos
+            if bool(finished.all()) or step == self.cfg.max_action_tokens - 1:
+                break
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=1)  # (B, P+step+1)
+            cache, logits = self._forward(tokens[-1][:, None], attention_mask, next_position, cache)
+            next_position = next_position + 1
+        token_ids = torch.stack(tokens, dim=1).cpu()  # (B, T)
+        lengths = lengths.cpu()
+        texts = [
+            self.tokenizer.decode(row[:n][row[:n] != eos].tolist(), skip_special_tokens=True).strip()
+            for row, n in zip(token_ids, lengths.tolist())
+        ]
+        return Generation(token_ids, lengths, torch.stack(logps, dim=1).cpu(), texts)
+
+    def encode(self, trajectories: Sequence[Trajectory]) -> tuple[TokenBatch, list[TurnSample]]:
+        """The learner's batch for these trajectories (one row per turn) and the samples behind its rows."""
+        samples = turn_samples(trajectories, self.cfg.history_window, self.tokenizer)
+        batch = encode_samples(
+            self.tokenizer,
+            [s.prompt for s in samples],
+            [s.action for s in samples],
+            max_prompt_tokens=self.cfg.max_prompt_tokens,
+            max_action_tokens=self.cfg.max_action_tokens,
+        )
+        return batch, samples
+
+    def log_probs(self, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token ``(logp, entropy)``, both (B, L), on the model's device; with gradients when enabled."""
+        batch = batch.to(self.device)
+        return token_logprobs(self.model, batch.input_ids, batch.attention_mask)
