@@ -34,11 +34,12 @@ class EchoEnv:
         self.targets: list[str] = []
         self.turn = 0
         self.done = True
+        self.correct = False  # every turn so far was rewarded
 
     def reset(self, seed: int) -> str:
         rng = random.Random(seed)
         self.targets = [rng.choice(self.words) for _ in range(self.max_turns)]
-        self.turn, self.done = 0, False
+        self.turn, self.done, self.correct = 0, False, True
         return self.anchor_observation()
 
     def anchor_observation(self) -> str:
@@ -49,10 +50,11 @@ class EchoEnv:
         words = action.split()
         valid = len(words) == 1 and words[0] in self.words
         reward = 1.0 if valid and words[0] == self.targets[self.turn] else 0.0
+        self.correct = self.correct and reward > 0
         self.turn += 1
         self.done = self.turn >= self.max_turns
         observation = self.anchor_observation() if valid else f"{ERROR}\n{self.anchor_observation()}"
-        return StepResult(observation, reward, self.done, {"valid": valid})
+        return StepResult(observation, reward, self.done, {"valid": valid, "success": self.done and self.correct})
 
     def expert_action(self) -> str:
         return self.targets[self.turn]
