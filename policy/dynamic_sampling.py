@@ -34,7 +34,9 @@ def informative_group_mask(group_ids: Any, rewards: Any) -> torch.Tensor:
     group_ids = torch.as_tensor(group_ids)  # (N,)
     rewards = torch.as_tensor(rewards, dtype=torch.float64)  # (N,)
     if group_ids.shape != rewards.shape or group_ids.dim() != 1:
-        raise ValueError(f"group_ids {tuple(group_ids.shape)} and rewards {tuple(rewards.shape)} must both be (N,)")
+        raise ValueError(
+            f"group_ids {tuple(group_ids.shape)} and rewards {tuple(rewards.shape)} must both be (N,)"
+        )
     _, slot = torch.unique(group_ids, return_inverse=True)  # (N,) group slot of each row
     num_groups = int(slot.max()) + 1 if len(slot) else 0
     high = torch.full((num_groups,), -torch.inf, dtype=torch.float64).scatter_reduce(0, slot, rewards, "amax")
@@ -67,7 +69,7 @@ def fill_with_informative_groups(
             continue
         informative = informative_group_mask([t.group_id for t in batch], [t.episode_return for t in batch])
         groups: dict[int, list[T]] = {}  # insertion order = first appearance
-        for item, keep in zip(batch, informative.tolist()):
+        for item, keep in zip(batch, informative.tolist(), strict=True):
             if keep:
                 groups.setdefault(item.group_id, []).append(item)
         for members in groups.values():

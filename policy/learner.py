@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from lightning.fabric import Fabric
@@ -55,19 +55,19 @@ class PPOConfig:
     """Lower PPO clip: the ratio is clipped at ``1 - clip_low``."""
     clip_high: float = 0.2
     """Upper PPO clip: the ratio is clipped at ``1 + clip_high`` (DAPO's clip-higher when larger)."""
-    dual_clip: Optional[float] = None
+    dual_clip: float | None = None
     """Dual-clip constant ``c`` (> 1) bounding the loss of negative-advantage tokens; None turns it off."""
     loss_agg: str = "token-mean"
     """How token losses become one number: one of ``AGG_MODES`` (verl's names)."""
-    loss_scale_factor: Optional[float] = None
+    loss_scale_factor: float | None = None
     """Divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO); None uses the padded length."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus (subtracted from the loss)."""
     value_coef: float = 0.5
     """Weight of the value loss."""
-    value_clip: Optional[float] = 0.2
+    value_clip: float | None = 0.2
     """Clip range of the value prediction around the old value; None turns value clipping off."""
-    max_grad_norm: Optional[float] = 1.0
+    max_grad_norm: float | None = 1.0
     """Gradient-norm clip applied to each model separately; None only measures the norm."""
     kl_coef: float = 0.0
     """Weight of the KL penalty to the reference policy (needs ``ref_model``)."""
@@ -107,7 +107,11 @@ def _in_eval_chunks(model: torch.nn.Module, batch: TokenBatch, chunk_size: int, 
     try:
         with torch.no_grad():
             parts = [
-                fn(model, batch.input_ids[start : start + chunk_size], batch.attention_mask[start : start + chunk_size])
+                fn(
+                    model,
+                    batch.input_ids[start : start + chunk_size],
+                    batch.attention_mask[start : start + chunk_size],
+                )
                 for start in range(0, len(batch), chunk_size)
             ]
     finally:
@@ -142,14 +146,16 @@ class PPOLearner:
         policy_model: torch.nn.Module,
         cfg: PPOConfig,
         *,
-        value_model: Optional[torch.nn.Module] = None,
-        ref_model: Optional[torch.nn.Module] = None,
+        value_model: torch.nn.Module | None = None,
+        ref_model: torch.nn.Module | None = None,
     ) -> None:
         if cfg.kl_coef > 0 and ref_model is None:
             raise ValueError("PPOConfig.kl_coef > 0 needs a ref_model")
         self.fabric = fabric
         self.cfg = cfg
-        self.policy, self.policy_optimizer = fabric.setup(policy_model, torch.optim.Adam(policy_model.parameters(), lr=cfg.lr))
+        self.policy, self.policy_optimizer = fabric.setup(
+            policy_model, torch.optim.Adam(policy_model.parameters(), lr=cfg.lr)
+        )
         self.value_model = self.value_optimizer = None
         if value_model is not None:
             self.value_model, self.value_optimizer = fabric.setup(
@@ -166,14 +172,16 @@ class PPOLearner:
         advantages: torch.Tensor,
         old_logp: torch.Tensor,
         *,
-        returns: Optional[torch.Tensor] = None,
-        old_values: Optional[torch.Tensor] = None,
-        weights: Optional[torch.Tensor] = None,
+        returns: torch.Tensor | None = None,
+        old_values: torch.Tensor | None = None,
+        weights: torch.Tensor | None = None,
     ) -> dict[str, float]:
         """One PPO update; returns the minibatch-averaged (and rank-averaged) ``losses/*`` metrics.
 
         ``advantages``, ``old_logp``, ``returns``, ``old_values``: ``(B, L)``; ``weights``: ``(B,)``
-        per-row weights of the policy, KL and entropy terms (not of the value loss). ``returns`` is
+        per-row weights of the policy, KL and entropy terms (not of the value loss); as in
+        ``ppo_policy_loss``, a weight-0 row adds no gradient but its tokens still count in the
+        ``token-mean`` denominator. ``returns`` is
         required exactly when the learner has a value model; ``old_values`` defaults to the value
         model's predictions before this update.
         """
@@ -182,7 +190,12 @@ class PPOLearner:
             raise ValueError("returns must be given exactly when the learner has a value model")
         batch = batch.to(device)
         shape = tuple(batch.input_ids.shape)
-        tensors = {"advantages": advantages, "old_logp": old_logp, "returns": returns, "old_values": old_values}
+        tensors = {
+            "advantages": advantages,
+            "old_logp": old_logp,
+            "returns": returns,
+            "old_values": old_values,
+        }
         for name, tensor in tensors.items():
             if tensor is not None and tuple(tensor.shape) != shape:
                 raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape} like input_ids")
@@ -217,19 +230,30 @@ class PPOLearner:
         metrics = {key: total / steps for key, total in totals.items()}
         if self.value_model is not None:
             mask = batch.response_mask.float()
-            metrics["losses/explained_variance"] = float(explained_variance(per_token["old_values"], per_token["returns"], mask))
+            metrics["losses/explained_variance"] = float(
+                explained_variance(per_token["old_values"], per_token["returns"], mask)
+            )
         return self._mean_over_ranks(metrics)
 
-    def _step(self, batch: TokenBatch, tensors: dict[str, torch.Tensor], weights: Optional[torch.Tensor]) -> dict[str, float]:
+    def _step(
+        self, batch: TokenBatch, tensors: dict[str, torch.Tensor], weights: torch.Tensor | None
+    ) -> dict[str, float]:
         """Loss, backward, clip and step on one minibatch; returns its metrics."""
         cfg = self.cfg
         mask = batch.response_mask.float()  # (b, L)
         token_weights = None if weights is None else weights.unsqueeze(1)  # (b, 1)
         logp, entropy = token_logprobs(self.policy, batch.input_ids, batch.attention_mask)  # (b, L) each
         policy_loss, policy_stats = ppo_policy_loss(
-            logp, tensors["old_logp"], tensors["advantages"], mask,
-            clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
-            agg=cfg.loss_agg, scale_factor=cfg.loss_scale_factor, weights=weights,
+            logp,
+            tensors["old_logp"],
+            tensors["advantages"],
+            mask,
+            clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high,
+            dual_clip=cfg.dual_clip,
+            agg=cfg.loss_agg,
+            scale_factor=cfg.loss_scale_factor,
+            weights=weights,
         )
         weighted_entropy = entropy if token_weights is None else entropy * token_weights  # (b, L)
         loss = policy_loss - cfg.entropy_coef * entropy_bonus(weighted_entropy, mask, cfg.loss_agg)
@@ -249,9 +273,13 @@ class PPOLearner:
         if self.value_model is not None:
             values = token_values(self.value_model(batch.input_ids, batch.attention_mask), mask)  # (b, L)
             value_loss, value_stats = clipped_value_loss(
-                values, tensors["old_values"], tensors["returns"], mask,
+                values,
+                tensors["old_values"],
+                tensors["returns"],
+                mask,
                 clip=math.inf if cfg.value_clip is None else cfg.value_clip,
-                agg=cfg.loss_agg, scale_factor=cfg.loss_scale_factor,
+                agg=cfg.loss_agg,
+                scale_factor=cfg.loss_scale_factor,
             )
             loss = loss + cfg.value_coef * value_loss
             metrics["losses/value_loss"] = value_loss.item()
@@ -264,7 +292,9 @@ class PPOLearner:
             optimizer.zero_grad(set_to_none=True)
         self.fabric.backward(loss)
         max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
-        norms = [self.fabric.clip_gradients(model, optimizer, max_norm=max_norm) for model, optimizer in optimizers]
+        norms = [
+            self.fabric.clip_gradients(model, optimizer, max_norm=max_norm) for model, optimizer in optimizers
+        ]
         for _, optimizer in optimizers:
             optimizer.step()
         metrics["losses/grad_norm"] = float(norms[0])
@@ -278,7 +308,9 @@ class PPOLearner:
             return
         counts = self.fabric.all_gather(torch.tensor(num_minibatches, device=self.fabric.device))
         if bool((counts != num_minibatches).any()):
-            raise ValueError(f"ranks hold different numbers of minibatches per epoch: {counts.flatten().tolist()}")
+            raise ValueError(
+                f"ranks hold different numbers of minibatches per epoch: {counts.flatten().tolist()}"
+            )
 
     def _mean_over_ranks(self, metrics: dict[str, float]) -> dict[str, float]:
         if self.fabric.world_size == 1:
@@ -286,7 +318,7 @@ class PPOLearner:
         keys = sorted(metrics)
         values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64, device=self.fabric.device)
         values = self.fabric.all_reduce(values, reduce_op="mean")
-        return dict(zip(keys, values.tolist()))
+        return dict(zip(keys, values.tolist(), strict=True))
 
     def state_dict(self) -> dict[str, Any]:
         """Models, optimizers and the update count, as plain state dicts (for ``fabric.save``)."""

@@ -52,7 +52,14 @@ class ValueModelConfig:
     """Longest row (in tokens) the rotary embedding is prepared for."""
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ValueModelConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.hidden_size % self.num_heads:

@@ -45,7 +45,12 @@ def test_fill_keeps_informative_groups_relabels_and_stops_at_target():
     kept, rounds_used = fill_with_informative_groups(sample_fn, target_groups=2, max_rounds=5)
     assert rounds_used == 2 and asked == [0, 1]
     # Round 0's group 1 becomes 0; round 1's group 0 becomes 1 (it would collide without relabelling).
-    assert [(t.group_id, t.trajectory_id, t.episode_return) for t in kept] == [(0, 2, 0.0), (0, 3, 1.0), (1, 0, 0.0), (1, 1, 1.0)]
+    assert [(t.group_id, t.trajectory_id, t.episode_return) for t in kept] == [
+        (0, 2, 0.0),
+        (0, 3, 1.0),
+        (1, 0, 0.0),
+        (1, 1, 1.0),
+    ]
     assert [t.group_id for t in round1] == [0, 0, 1, 1]  # the caller's objects are untouched
 
 
@@ -55,7 +60,12 @@ def test_fill_cuts_at_exactly_target_groups_keeping_groups_whole():
     kept, rounds_used = fill_with_informative_groups(sample_fn, target_groups=2, max_rounds=3)
     assert rounds_used == 1
     # Groups in first-appearance order (4, then 9); group 2 is cut; members stay in batch order.
-    assert [(t.group_id, t.seed, t.episode_return) for t in kept] == [(0, 4, 0.0), (0, 4, 1.0), (1, 9, 1.0), (1, 9, 0.0)]
+    assert [(t.group_id, t.seed, t.episode_return) for t in kept] == [
+        (0, 4, 0.0),
+        (0, 4, 1.0),
+        (1, 9, 1.0),
+        (1, 9, 0.0),
+    ]
 
 
 def test_fill_is_bounded_by_max_rounds():

@@ -16,8 +16,13 @@ VOCAB = 11
 def tiny_lm(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
     )
     return LlamaForCausalLM(config)
 
@@ -86,7 +91,7 @@ def test_update_moves_logp_of_advantaged_tokens_in_the_sign_of_the_advantage(sig
     learner.update(batch, sign * where, old_logp)
     after = masked_logp_sum(learner.policy, batch, where)
     assert (after - before) * sign > 0.05
-    assert any(not torch.equal(a, b) for a, b in zip(before_params, model.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(before_params, model.parameters(), strict=True))
 
 
 def test_masked_columns_get_no_gradient():
@@ -101,7 +106,9 @@ def test_masked_columns_get_no_gradient():
 
     off = batch.response_mask == 0
     altered = TokenBatch(
-        input_ids=torch.where(batch.attention_mask == 0, torch.full_like(batch.input_ids, 9), batch.input_ids),
+        input_ids=torch.where(
+            batch.attention_mask == 0, torch.full_like(batch.input_ids, 9), batch.input_ids
+        ),
         attention_mask=batch.attention_mask,
         response_mask=batch.response_mask,
     )
@@ -109,7 +116,7 @@ def test_masked_columns_get_no_gradient():
     altered_old = torch.where(off, torch.full_like(old_logp, -50.0), old_logp)
     altered_stats = learner.update(altered, altered_adv, altered_old)
     assert altered_stats["losses/policy_loss"] == pytest.approx(stats["losses/policy_loss"], abs=1e-7)
-    for g, h in zip(reference, grads_of(model)):
+    for g, h in zip(reference, grads_of(model), strict=True):
         assert torch.allclose(g, h, atol=1e-7)
     assert any(g.abs().sum() > 0 for g in reference)
 
@@ -135,8 +142,10 @@ def test_first_step_gradient_equals_hand_policy_gradient():
     logp, _ = token_logprobs(by_hand, batch.input_ids, batch.attention_mask)
     hand_loss = -(advantages * logp * mask).sum() / mask.sum()  # token-mean over the 9 action tokens
     hand_loss.backward()
-    assert stats["losses/policy_loss"] == pytest.approx(-(advantages.sum() / 9).item(), abs=1e-6)  # ratio 1: -mean(A)
-    for g, h in zip(grads_of(model), grads_of(by_hand)):
+    assert stats["losses/policy_loss"] == pytest.approx(
+        -(advantages.sum() / 9).item(), abs=1e-6
+    )  # ratio 1: -mean(A)
+    for g, h in zip(grads_of(model), grads_of(by_hand), strict=True):
         assert torch.allclose(g, h, atol=1e-6)
 
 
@@ -153,10 +162,10 @@ def test_zero_weight_row_has_no_influence():
     flipped = advantages.clone()
     flipped[3] *= -7.0  # row 3's advantages change completely
     learner.update(batch, flipped, old_logp, weights=weights)
-    for g, h in zip(weighted, grads_of(model)):
+    for g, h in zip(weighted, grads_of(model), strict=True):
         assert torch.allclose(g, h, atol=1e-7)
     learner.update(batch, flipped, old_logp)  # without weights row 3 counts again
-    assert any(not torch.allclose(g, h, atol=1e-6) for g, h in zip(weighted, grads_of(model)))
+    assert any(not torch.allclose(g, h, atol=1e-6) for g, h in zip(weighted, grads_of(model), strict=True))
 
 
 def params_after(seed: int, model: torch.nn.Module) -> list[torch.Tensor]:
@@ -174,8 +183,8 @@ def test_same_seed_gives_same_parameters():
     first = params_after(0, copy.deepcopy(base))
     second = params_after(0, copy.deepcopy(base))
     other = params_after(1, copy.deepcopy(base))
-    assert all(torch.equal(a, b) for a, b in zip(first, second))
-    assert any(not torch.equal(a, b) for a, b in zip(first, other))
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(first, other, strict=True))
 
 
 def test_kl_to_a_copy_of_the_policy_starts_at_zero():
@@ -190,7 +199,7 @@ def test_kl_to_a_copy_of_the_policy_starts_at_zero():
     assert first["losses/kl_ref"] == 0.0
     second = learner.update(batch, advantages, compute_old_logp(learner.policy, batch, chunk_size=4))
     assert second["losses/kl_ref"] > 0.0
-    assert all(torch.equal(a, b) for a, b in zip(ref_before, ref.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(ref_before, ref.parameters(), strict=True))
     assert not any(p.requires_grad for p in ref.parameters())
 
 
@@ -211,15 +220,20 @@ def test_value_loss_decreases_toward_fixed_returns():
     old_logp = compute_old_logp(model, batch, chunk_size=4)
     cfg = PPOConfig(epochs=2, minibatch_size=2, lr=0.0, value_lr=1e-2)
     learner = PPOLearner(fabric(), model, cfg, value_model=tiny_value_model())
-    history = [
-        learner.update(batch, torch.zeros(4, 6), old_logp, returns=returns) for _ in range(8)
-    ]
+    history = [learner.update(batch, torch.zeros(4, 6), old_logp, returns=returns) for _ in range(8)]
     losses = [h["losses/value_loss"] for h in history]
     assert losses[-1] < 0.5 * losses[0]
     assert history[-1]["losses/explained_variance"] > history[0]["losses/explained_variance"]
     expected_keys = {
-        "losses/policy_loss", "losses/value_loss", "losses/approx_kl", "losses/clipfrac", "losses/entropy",
-        "losses/explained_variance", "losses/grad_norm", "losses/value_grad_norm", "losses/clipfrac_lower",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/entropy",
+        "losses/explained_variance",
+        "losses/grad_norm",
+        "losses/value_grad_norm",
+        "losses/clipfrac_lower",
         "losses/value_clipfrac",
     }
     assert set(history[0]) == expected_keys
@@ -231,7 +245,9 @@ def test_returns_required_exactly_with_a_value_model():
     with pytest.raises(ValueError, match="returns must be given"):
         PPOLearner(fabric(), tiny_lm(), PPOConfig()).update(batch, zeros, zeros, returns=zeros)
     with pytest.raises(ValueError, match="returns must be given"):
-        PPOLearner(fabric(), tiny_lm(), PPOConfig(), value_model=tiny_value_model()).update(batch, zeros, zeros)
+        PPOLearner(fabric(), tiny_lm(), PPOConfig(), value_model=tiny_value_model()).update(
+            batch, zeros, zeros
+        )
     with pytest.raises(ValueError, match="old_logp has shape \\(4, 5\\)"):
         PPOLearner(fabric(), tiny_lm(), PPOConfig()).update(batch, zeros, zeros[:, :5])
 
@@ -265,9 +281,9 @@ def test_checkpoint_round_trip_resumes_identically(tmp_path):
     first = learner.update(batch, advantages, old_logp, returns=returns)
     second = restored.update(batch, advantages, old_logp, returns=returns)
     assert first == second
-    for a, b in zip(learner.policy.parameters(), restored.policy.parameters()):
+    for a, b in zip(learner.policy.parameters(), restored.policy.parameters(), strict=True):
         assert torch.equal(a, b)
-    for a, b in zip(learner.value_model.parameters(), restored.value_model.parameters()):
+    for a, b in zip(learner.value_model.parameters(), restored.value_model.parameters(), strict=True):
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="has a value model but this learner lacks one"):
         PPOLearner(f, tiny_lm(), cfg).load_state_dict(learner.state_dict())

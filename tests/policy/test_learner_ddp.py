@@ -14,7 +14,9 @@ def four_turns() -> TokenBatch:
     return TokenBatch(
         input_ids=torch.tensor([[0, 4, 5, 6, 3], [4, 5, 7, 8, 3], [0, 0, 9, 5, 3], [6, 7, 8, 4, 3]]),
         attention_mask=torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]),
-        response_mask=torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1]], dtype=torch.float),
+        response_mask=torch.tensor(
+            [[0, 0, 0, 1, 1], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1]], dtype=torch.float
+        ),
     )
 
 
@@ -42,7 +44,9 @@ def worker(fabric: Fabric) -> dict:
 
     # lr 0, one step on each rank's shard: the averaged gradient is the full batch's token-mean gradient.
     grad_model = tiny_lm()
-    grad_learner = PPOLearner(fabric, grad_model, PPOConfig(epochs=1, minibatch_size=2, lr=0.0, max_grad_norm=None))
+    grad_learner = PPOLearner(
+        fabric, grad_model, PPOConfig(epochs=1, minibatch_size=2, lr=0.0, max_grad_norm=None)
+    )
     old_logp = compute_old_logp(grad_learner.policy, batch.index(shard), chunk_size=2)
     grad_learner.update(batch.index(shard), ADVANTAGES[shard], old_logp)
     grads = [p.grad.clone() for p in grad_model.parameters()]
@@ -75,7 +79,7 @@ def test_sharded_update_keeps_ranks_identical_and_averages_gradients():
     mask = batch.response_mask
     ratio = torch.exp(logp - old_logp)
     (-(ADVANTAGES * ratio * mask).sum() / mask.sum()).backward()
-    for ddp_grad, p in zip(result["grads"], model.parameters()):
+    for ddp_grad, p in zip(result["grads"], model.parameters(), strict=True):
         assert torch.allclose(torch.from_numpy(ddp_grad), p.grad, atol=1e-6)
 
     assert "different numbers of minibatches" in result["refused"]
