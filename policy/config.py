@@ -15,7 +15,7 @@ ARCHITECTURES = ("llama", "qwen2")
 class PolicyConfig:
     """Model shape (for a tiny model built from scratch), prompt rendering and sampling."""
 
-    pretrained: Optional[str] = None
+    pretrained: Optional[str] = None  # noqa: UP045 (OmegaConf structured configs want Optional)
     """A local Hugging Face model directory; its own tokenizer and chat template are used. None: a tiny
     model is built from scratch over the env's word-level tokenizer, with the fields below."""
 

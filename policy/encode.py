@@ -95,7 +95,7 @@ def encode_samples(
     heads = prompt_ids(tokenizer, prompts, max_prompt_tokens=max_prompt_tokens)
     tails = tokenizer(list(actions), add_special_tokens=False)["input_ids"] if actions else []
     tails = [ids[:max_action_tokens] + [tokenizer.eos_token_id] for ids in tails]
-    input_ids, attention_mask = left_pad([h + t for h, t in zip(heads, tails)], _pad_id(tokenizer))
+    input_ids, attention_mask = left_pad([h + t for h, t in zip(heads, tails, strict=True)], _pad_id(tokenizer))
     response_mask = torch.zeros(input_ids.shape, dtype=torch.float)  # (B, L)
     width = input_ids.shape[1]
     for b, tail in enumerate(tails):

@@ -132,7 +132,7 @@ class LMPolicy:
         lengths = lengths.cpu()
         texts = [
             self.tokenizer.decode(row[:n][row[:n] != eos].tolist(), skip_special_tokens=True).strip()
-            for row, n in zip(token_ids, lengths.tolist())
+            for row, n in zip(token_ids, lengths.tolist(), strict=True)
         ]
         return Generation(token_ids, lengths, torch.stack(logps, dim=1).cpu(), texts)
 

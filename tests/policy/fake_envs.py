@@ -69,13 +69,13 @@ class EchoEnv:
 def rollout(agent, make_env: Callable[[], EchoEnv], seeds: Sequence[int]) -> list[Trajectory]:
     """Play one episode per seed, all envs stepped together with one batched ``agent.act`` per turn."""
     envs = [make_env() for _ in seeds]
-    trajectories = [Trajectory(env.name, {}, seed, i, i) for i, (env, seed) in enumerate(zip(envs, seeds))]
-    observations = [env.reset(seed) for env, seed in zip(envs, seeds)]
+    trajectories = [Trajectory(env.name, {}, seed, i, i) for i, (env, seed) in enumerate(zip(envs, seeds, strict=True))]
+    observations = [env.reset(seed) for env, seed in zip(envs, seeds, strict=True)]
     live = list(range(len(envs)))
     while live:
         views = [AgentView(envs[i], trajectories[i].turns, observations[i]) for i in live]
         actions = agent.act(views)
-        for i, action in zip(live, actions):
+        for i, action in zip(live, actions, strict=True):
             anchor = envs[i].anchor_observation()
             result = envs[i].step(action)
             trajectories[i].turns.append(

@@ -25,7 +25,7 @@ TRAJECTORY = Trajectory(
 def row(batch, b):
     """(token, attention, response) for each column of row b."""
     tokens = TOKENIZER.convert_ids_to_tokens(batch.input_ids[b].tolist())
-    return list(zip(tokens, batch.attention_mask[b].tolist(), batch.response_mask[b].tolist()))
+    return list(zip(tokens, batch.attention_mask[b].tolist(), batch.response_mask[b].tolist(), strict=True))
 
 
 def real(batch, b):

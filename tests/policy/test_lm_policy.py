@@ -160,7 +160,7 @@ def test_generation_stops_at_eos_and_pads_finished_rows():
     eos, pad = TOKENIZER.eos_token_id, TOKENIZER.pad_token_id
     assert out.token_ids.shape[1] <= 6
     assert 1 <= int(out.lengths.min()) < int(out.lengths.max())  # some rows stopped early
-    for row, n in zip(out.token_ids, out.lengths.tolist()):
+    for row, n in zip(out.token_ids, out.lengths.tolist(), strict=True):
         assert eos not in row[: n - 1].tolist()
         if n < out.token_ids.shape[1]:
             assert int(row[n - 1]) == eos and row[n:].tolist() == [pad] * (len(row) - n)
@@ -175,7 +175,7 @@ def test_log_probs_of_generated_tokens_equal_the_sampling_distribution(arch):
     out = policy.generate(PROMPTS * 4)
     heads, _ = encode_prompts(TOKENIZER, PROMPTS * 4, max_prompt_tokens=policy.cfg.max_prompt_tokens)
     rows = [h[h != TOKENIZER.pad_token_id].tolist() + t[:n].tolist()
-            for h, t, n in zip(heads, out.token_ids, out.lengths.tolist())]
+            for h, t, n in zip(heads, out.token_ids, out.lengths.tolist(), strict=True)]
     ids, mask = left_pad(rows, TOKENIZER.pad_token_id)
     with torch.no_grad():
         logp, entropy = policy.log_probs(TokenBatch(ids, mask, mask.float()))

@@ -57,7 +57,7 @@ def test_cloning_lifts_accuracy_from_chance_to_high_and_stops_early():
     assert history["eval_steps"] == [25 * (i + 1) for i in range(len(history["eval_steps"]))]
     assert len(history["losses"]) == history["steps"]
     assert history["losses"][-1] < 0.25 * history["losses"][0]
-    assert all(not torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+    assert all(not torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
     assert policy.model.training == mode  # train/eval mode restored
 
 
