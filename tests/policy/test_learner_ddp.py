@@ -1,5 +1,6 @@
 """Two CPU ranks (gloo, ddp_spawn): sharded updates keep the ranks' weights identical."""
 
+import pytest
 import torch
 from lightning.fabric import Fabric
 
@@ -65,6 +66,7 @@ def worker(fabric: Fabric) -> dict:
     return {**result, "refused": refused}
 
 
+@pytest.mark.slow  # two spawned ranks: 15-35 s on 2 shared cores
 def test_sharded_update_keeps_ranks_identical_and_averages_gradients():
     result = Fabric(accelerator="cpu", devices=2, strategy="ddp_spawn").launch(worker)
     sums = torch.from_numpy(result["sums"])
