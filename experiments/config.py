@@ -1,0 +1,136 @@
+"""Structured Hydra configs: the schema every YAML under ``conf/`` is checked against.
+
+Groups: ``env/``, ``policy/``, ``algo/``, ``trainer/`` and optional ``experiment/`` presets. A
+typo'd key or a wrong type fails at start with Hydra's message; ``validate`` then builds the
+dataclasses so each ``__post_init__`` checks its ranges, naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from policy.algorithms import AlgoConfig
+from policy.config import PolicyConfig
+
+
+@dataclass
+class EnvConfig:
+    name: str = MISSING
+    """An environment name known to ``envs.make`` (hidden_number, frozen_lake, sokoban, minishop)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword options of that environment; unknown ones fail at start with the list of valid ones."""
+
+
+@dataclass
+class WarmStartConfig:
+    enabled: bool = True
+    """Behaviour-clone expert trajectories before RL so it starts from a weak, non-zero policy."""
+    target_success: float = 0.3
+    """Stop cloning once evaluated success reaches this."""
+    expert_episodes: int = 256
+    """Expert episodes to clone from."""
+    max_steps: int = 600
+    """Most gradient steps of cloning."""
+    lr: float = 1e-3
+    """Learning rate of cloning."""
+    batch_size: int = 64
+    """Turns per cloning step."""
+    eval_every: int = 10
+    """Cloning steps between success checks."""
+    eval_episodes: int = 64
+    """Episodes per success check."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.target_success <= 1.0:
+            raise ValueError(f"trainer.warm_start.target_success must be in [0, 1], got {self.target_success}")
+        for name in ("expert_episodes", "max_steps", "batch_size", "eval_every", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"trainer.warm_start.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class TrainerConfig:
+    iterations: int = 60
+    """RL iterations: collect, estimate advantages, update."""
+    groups_per_iteration: int = 8
+    """Groups of rollouts per iteration; members of a group share the start state."""
+    group_size: int = 8
+    """Rollouts per group."""
+    max_turns: int | None = None
+    """Turn cap per episode; None uses the environment's own."""
+    eval_every: int = 10
+    """Iterations between evaluations on held-out seeds."""
+    eval_episodes: int = 128
+    """Episodes per evaluation."""
+    time_budget_s: float | None = None
+    """Stop after this many seconds of RL (None: run all iterations)."""
+    accelerator: str = "cpu"
+    """Lightning Fabric accelerator: cpu, cuda, auto."""
+    devices: int = 1
+    """Fabric devices (processes with strategy ddp_spawn on CPU)."""
+    strategy: str = "auto"
+    """Fabric strategy: auto, ddp_spawn, ddp."""
+    precision: str = "32-true"
+    """Fabric precision, e.g. bf16-mixed on GPUs."""
+    checkpoint_every: int = 0
+    """Iterations between checkpoints (0: only the final one)."""
+    transcripts_every: int = 10
+    """Iterations between logged sample transcripts."""
+    progress: bool = True
+    """Show progress bars."""
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    """Behaviour-cloning warm start."""
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "groups_per_iteration", "group_size", "eval_every", "eval_episodes", "devices"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"trainer.max_turns must be >= 1 or null, got {self.max_turns}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"trainer.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+
+
+@dataclass
+class TrainConfig:
+    env: Any = MISSING
+    policy: Any = MISSING
+    algo: Any = MISSING
+    trainer: Any = MISSING
+    seed: int = 0
+    """The one seed: env seeds, model init, sampling and shuffling derive from it."""
+
+
+@dataclass
+class Resolved:
+    """The validated dataclasses of one run."""
+
+    env: EnvConfig
+    policy: PolicyConfig
+    algo: AlgoConfig
+    trainer: TrainerConfig
+    seed: int
+
+
+def register_configs() -> None:
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
+    store.store(group="env", name="env_schema", node=EnvConfig)
+    store.store(group="policy", name="policy_schema", node=PolicyConfig)
+    store.store(group="algo", name="algo_schema", node=AlgoConfig)
+    store.store(group="trainer", name="trainer_schema", node=TrainerConfig)
+
+
+def validate(cfg: DictConfig) -> Resolved:
+    """Build every dataclass (running its ``__post_init__`` checks) from a composed config."""
+    return Resolved(
+        env=OmegaConf.to_object(cfg.env),
+        policy=OmegaConf.to_object(cfg.policy),
+        algo=OmegaConf.to_object(cfg.algo),
+        trainer=OmegaConf.to_object(cfg.trainer),
+        seed=int(cfg.seed),
+    )

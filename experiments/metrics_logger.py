@@ -1,0 +1,46 @@
+"""Scalars to ``metrics.jsonl`` and TensorBoard, text samples to TensorBoard, in one place.
+
+Every scalar is logged against ``charts/real_env_steps`` (the x-axis that matters in this field) and
+also carries the iteration, so ``metrics.jsonl`` can be plotted either way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from torch.utils.tensorboard import SummaryWriter
+
+
+class MetricsLogger:
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl_path = self.run_dir / "metrics.jsonl"
+        self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
+        self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+
+    def log(self, metrics: dict[str, float], *, real_env_steps: int, iteration: int) -> None:
+        record = {"iteration": iteration, "charts/real_env_steps": real_env_steps}
+        for name, value in metrics.items():
+            value = float(value)
+            record[name] = value if math.isfinite(value) else None
+            if math.isfinite(value):
+                self._tb.add_scalar(name, value, global_step=real_env_steps)
+        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.flush()
+
+    def log_text(self, tag: str, text: str, *, real_env_steps: int) -> None:
+        # TensorBoard renders text as markdown: indent by four spaces to keep it verbatim.
+        self._tb.add_text(tag, "    " + text.replace("\n", "\n    "), global_step=real_env_steps)
+
+    def close(self) -> None:
+        self._jsonl.close()
+        self._tb.close()
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """The records of a ``metrics.jsonl`` file, in order."""
+    with Path(path).open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]

@@ -1,0 +1,198 @@
+"""Train an LM agent with PPO or a group-baseline method on real rollouts.
+
+    python -m experiments.train env=hidden_number algo=gigpo seed=1
+
+Read top to bottom: build the env, tokenizer and policy; warm-start by behaviour cloning; then
+each iteration collect real rollouts, estimate advantages, take a clipped policy update, and log
+against the number of real environment steps. Everything lands in Hydra's run directory:
+the resolved config, ``metrics.jsonl``, TensorBoard events, the final policy, and a ``done`` or
+``failed`` marker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from lightning.fabric import Fabric
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from envs.agent import ExpertAgent
+from envs.collect import collect
+from envs.registry import make
+from experiments.config import Resolved, register_configs, validate
+from experiments.evaluate import evaluate, summarise
+from experiments.metrics_logger import MetricsLogger
+from experiments.seeding import derive_seed
+from policy.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
+from policy.dynamic_sampling import fill_with_informative_groups
+from policy.learner import PPOLearner, compute_old_logp, compute_values
+from policy.lm_policy import LMPolicy
+from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
+from policy.value_model import ValueModel, ValueModelConfig
+from policy.warm_start import behaviour_clone
+
+register_configs()
+CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
+
+
+def build_policy(run: Resolved, vocabulary: list[str]) -> LMPolicy:
+    """A tiny LM over the env's word-level tokenizer, or a local pretrained model directory."""
+    if run.policy.pretrained:
+        model, tokenizer = load_local_pretrained(run.policy.pretrained)
+    else:
+        tokenizer = build_tiny_tokenizer(vocabulary)
+        model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
+    return LMPolicy(model, tokenizer, run.policy, seed=derive_seed(run.seed, "sampling"))
+
+
+def train(run: Resolved, run_dir: Path) -> dict[str, float]:
+    trainer, algo = run.trainer, run.algo
+    env_kwargs = dict(run.env.kwargs)
+
+    env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
+    fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
+                    precision=trainer.precision)
+    policy = build_policy(run, env.vocabulary())
+    value_model = None
+    if algo.uses_critic:
+        torch.manual_seed(derive_seed(run.seed, "value-init"))
+        value_model = ValueModel(ValueModelConfig(vocab_size=len(policy.tokenizer)))
+    learner = PPOLearner(fabric, policy.model, algo.ppo, value_model=value_model)
+    logger = MetricsLogger(run_dir)
+    eval_seed = derive_seed(run.seed, "eval")  # the same held-out episodes at every evaluation
+
+    def evaluate_policy() -> dict[str, float]:
+        result = evaluate(policy, run.env.name, env_kwargs, episodes=trainer.eval_episodes, seed=eval_seed,
+                          max_turns=trainer.max_turns)
+        return result.as_metrics("eval")
+
+    # 1. Warm start: clone the expert until the policy is weak but not hopeless.
+    if trainer.warm_start.enabled and not run.policy.pretrained:
+        ws = trainer.warm_start
+        experts = collect(ExpertAgent(), run.env.name, env_kwargs=env_kwargs, n_groups=ws.expert_episodes, group_size=1,
+                          seed=derive_seed(run.seed, "expert"), max_turns=trainer.max_turns, progress=trainer.progress)
+        behaviour_clone(
+            policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
+            stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=trainer.progress,
+            evaluate=lambda p: evaluate(p, run.env.name, env_kwargs, episodes=ws.eval_episodes,
+                                        seed=derive_seed(run.seed, "clone-eval"), max_turns=trainer.max_turns).success_rate,
+        )
+
+    real_env_steps = 0
+    start = time.monotonic()
+    metrics = evaluate_policy()
+    logger.log(metrics, real_env_steps=0, iteration=0)
+    history = [{"iteration": 0, "charts/real_env_steps": 0, **metrics}]
+
+    bar = tqdm(range(1, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}", disable=not trainer.progress)
+    for iteration in bar:
+        iteration_start = time.monotonic()
+        # 2. Collect real rollouts; groups share their start state. Every env step counts, also
+        #    those of groups that dynamic sampling drops.
+        collected = []
+
+        def sample(round_index: int, iteration: int = iteration):
+            trajectories = collect(policy, run.env.name, env_kwargs=env_kwargs, n_groups=trainer.groups_per_iteration,
+                                   group_size=trainer.group_size, seed=derive_seed(run.seed, "train", iteration, round_index),
+                                   max_turns=trainer.max_turns, progress=False)
+            for trajectory in trajectories:  # ids unique across resampling rounds
+                trajectory.trajectory_id += len(collected)
+            collected.extend(trajectories)
+            return trajectories
+
+        if algo.dynamic_sampling:
+            trajectories, rounds = fill_with_informative_groups(sample, trainer.groups_per_iteration,
+                                                                algo.max_resample_rounds)
+        else:
+            trajectories, rounds = sample(0), 1
+        real_env_steps += summarise(collected).env_steps
+        rollout = summarise(collected)  # what the policy achieved, dropped groups included
+
+        collect_s = time.monotonic() - iteration_start
+
+        # 3. Advantages: one row per turn, the agent's action tokens only.
+        batch, samples = policy.encode(trajectories)
+        rows = turn_rows(trajectories, [(s.trajectory_index, s.turn_index) for s in samples])
+        old_logp = compute_old_logp(policy.model, batch, chunk_size=CHUNK_ROWS)
+        returns = old_values = None
+        if algo.uses_critic:
+            old_values = compute_values(value_model, batch, chunk_size=CHUNK_ROWS)  # token-aligned
+            advantages, returns = critic_token_advantages(algo, rows, batch.response_mask, old_values)
+        else:
+            advantages = group_baseline_token_advantages(algo, rows, batch.response_mask)
+
+        # 4. Clipped policy update.
+        update_start = time.monotonic()
+        stats = learner.update(batch, advantages, old_logp, returns=returns, old_values=old_values)
+        update_s = time.monotonic() - update_start
+
+        # 5. Log against real env steps.
+        metrics = {
+            "charts/success_rate": rollout.success_rate,
+            "charts/episodic_return": rollout.episodic_return,
+            "charts/episode_length": rollout.episode_length,
+            "charts/invalid_action_rate": rollout.invalid_action_rate,
+            "charts/collection_rounds": rounds,
+            "charts/elapsed_s": time.monotonic() - start,
+            "time/collect_s": collect_s,
+            "time/update_s": update_s,
+            **stats,
+        }
+        if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
+            metrics.update(evaluate_policy())
+        if iteration % trainer.transcripts_every == 0:
+            logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=real_env_steps)
+        logger.log(metrics, real_env_steps=real_env_steps, iteration=iteration)
+        history.append({"iteration": iteration, "charts/real_env_steps": real_env_steps, **metrics})
+        bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=real_env_steps)
+        if trainer.time_budget_s is not None and time.monotonic() - start > trainer.time_budget_s:
+            if "eval/success_rate" not in metrics:
+                final = evaluate_policy()
+                logger.log(final, real_env_steps=real_env_steps, iteration=iteration)
+                history[-1].update(final)
+            break
+
+    policy.model.save_pretrained(run_dir / "policy")
+    policy.tokenizer.save_pretrained(run_dir / "policy")
+    logger.close()
+    summary = {
+        "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
+        "real_env_steps": real_env_steps, "initial_success": history[0]["eval/success_rate"],
+        "final_success": history[-1].get("eval/success_rate"), "wall_s": time.monotonic() - start,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def render_transcript(trajectory) -> str:
+    lines = [f"seed {trajectory.seed} return {trajectory.episode_return:.2f} success {trajectory.success}"]
+    for turn in trajectory.turns:
+        lines += [turn.observation, f"> {turn.action}"]
+    if trajectory.turns:
+        lines.append(trajectory.turns[-1].next_observation)
+    return "\n".join(lines)
+
+
+@hydra.main(config_path="conf", config_name="train", version_base=None)
+def main(cfg: DictConfig) -> None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    run = validate(cfg)  # range checks, naming the key, before any work
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    try:
+        summary = train(run, run_dir)
+    except BaseException:
+        (run_dir / "failed").write_text(traceback.format_exc())
+        raise
+    (run_dir / "done").write_text(json.dumps(summary))
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Which advantage each algorithm gives each turn of a rollout batch.
+
+The learner trains on one row per agent turn (see ``policy.encode.turn_samples``). This module
+turns a batch of trajectories into those rows' advantages for each algorithm name, as an explicit
+dict of functions (no registry):
+
+- ``grpo`` / ``drgrpo``: the episode return, normalised in its group (``drgrpo`` without std);
+  statistics pooled over step rows (verl-agent's multi-turn default) or per trajectory.
+- ``gigpo``: episode advantage + omega * anchor-state step advantage (verl-agent GiGPO).
+- ``hgpo``: hierarchy of history-context step groups (verl-agent HGPO recipe).
+- ``ppo_turn``: turn-level GAE with the critic's value of the state before each turn.
+- ``ppo_token``: token-level GAE over each trajectory's action tokens, turn rewards placed on each
+  turn's last action token, bootstrapping through the turns.
+
+Truncated episodes (turn cap reached without ``done``) bootstrap 0, as a terminal state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from envs.trajectory import Trajectory
+from policy.advantages import gae, gigpo_advantages, grpo_advantages, hgpo_advantages, whiten
+from policy.learner import PPOConfig
+
+ALGORITHMS = ("ppo_token", "ppo_turn", "grpo", "drgrpo", "gigpo", "hgpo")
+CRITIC_ALGORITHMS = ("ppo_token", "ppo_turn")
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "gigpo"
+    """One of ppo_token, ppo_turn, grpo, drgrpo, gigpo, hgpo."""
+    gamma: float = 0.95
+    """Discount: of step returns (GiGPO/HGPO) or of GAE (PPO)."""
+    lam: float = 1.0
+    """GAE lambda (PPO only)."""
+    whiten_advantages: bool = True
+    """PPO only: whiten advantages over the batch's action tokens (verl's GAE default)."""
+    norm_by_std: bool = True
+    """GRPO: divide by the group std (False is Dr. GRPO)."""
+    episode_stats: str = "rows"
+    """Group statistics over step rows (verl-agent default; longer episodes weigh more) or 'trajectories'."""
+    omega: float = 1.0
+    """GiGPO: weight of the step advantage."""
+    mode: str = "mean_std_norm"
+    """GiGPO/HGPO: 'mean_std_norm' or 'mean_norm'."""
+    history_levels: int = 2
+    """HGPO: K, the deepest history context is K + 1 anchors."""
+    alpha: float = 1.0
+    """HGPO: level weight exponent, (k + 1) ** alpha."""
+    base_group: bool = False
+    """HGPO: add the episode-level group as level 0."""
+    dynamic_sampling: bool = False
+    """Drop groups whose returns are all equal and resample (bounded by max_resample_rounds)."""
+    max_resample_rounds: int = 3
+    """Dynamic sampling: the most extra collection rounds per iteration."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """The clipped-update settings shared by every algorithm."""
+
+    def __post_init__(self) -> None:
+        if self.name not in ALGORITHMS:
+            raise ValueError(f"algo.name must be one of {ALGORITHMS}, got {self.name!r}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"algo.gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 <= self.lam <= 1.0:
+            raise ValueError(f"algo.lam must be in [0, 1], got {self.lam}")
+        if self.episode_stats not in ("rows", "trajectories"):
+            raise ValueError(f"algo.episode_stats must be 'rows' or 'trajectories', got {self.episode_stats!r}")
+        if self.mode not in ("mean_std_norm", "mean_norm"):
+            raise ValueError(f"algo.mode must be 'mean_std_norm' or 'mean_norm', got {self.mode!r}")
+        if self.history_levels < 0:
+            raise ValueError(f"algo.history_levels must be >= 0, got {self.history_levels}")
+        if self.max_resample_rounds < 0:
+            raise ValueError(f"algo.max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
+
+    @property
+    def uses_critic(self) -> bool:
+        return self.name in CRITIC_ALGORITHMS
+
+
+@dataclass
+class TurnRows:
+    """Per-row (per-turn) fields of a batch, in the row order of the token batch."""
+
+    trajectory_index: list[int]  # index into the trajectory list
+    group_ids: torch.Tensor  # (N,) long
+    traj_ids: torch.Tensor  # (N,) long
+    steps: torch.Tensor  # (N,) long, turn index within its trajectory
+    anchors: list[str]
+    step_rewards: torch.Tensor  # (N,)
+    episode_rewards: torch.Tensor  # (N,)
+
+    def __len__(self) -> int:
+        return len(self.anchors)
+
+
+def turn_rows(trajectories: Sequence[Trajectory], row_keys: Sequence[tuple[int, int]]) -> TurnRows:
+    """Rows for ``row_keys`` = (trajectory index, turn index) pairs, in that order."""
+    trajs = [trajectories[i] for i, _ in row_keys]
+    turns = [trajectories[i].turns[t] for i, t in row_keys]
+    return TurnRows(
+        trajectory_index=[i for i, _ in row_keys],
+        group_ids=torch.tensor([tr.group_id for tr in trajs], dtype=torch.long),
+        traj_ids=torch.tensor([tr.trajectory_id for tr in trajs], dtype=torch.long),
+        steps=torch.tensor([t for _, t in row_keys], dtype=torch.long),
+        anchors=[turn.anchor_observation for turn in turns],
+        step_rewards=torch.tensor([turn.reward for turn in turns], dtype=torch.float32),
+        episode_rewards=torch.tensor([tr.episode_return for tr in trajs], dtype=torch.float32),
+    )
+
+
+def _grpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
+    if cfg.episode_stats == "rows":
+        return grpo_advantages(rows.episode_rewards, rows.group_ids, norm_by_std=cfg.norm_by_std)
+    # One value per trajectory, broadcast back to its rows.
+    first_row: dict[int, int] = {}
+    for row, traj in enumerate(rows.traj_ids.tolist()):
+        first_row.setdefault(traj, row)
+    firsts = torch.tensor(list(first_row.values()), dtype=torch.long)
+    per_traj = grpo_advantages(rows.episode_rewards[firsts], rows.group_ids[firsts], norm_by_std=cfg.norm_by_std)
+    lookup = dict(zip(first_row.keys(), per_traj.tolist(), strict=True))
+    return torch.tensor([lookup[t] for t in rows.traj_ids.tolist()], dtype=torch.float32)
+
+
+def _drgrpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
+    return _grpo_rows(rows, AlgoConfig(**{**cfg.__dict__, "norm_by_std": False}))
+
+
+def _gigpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
+    result = gigpo_advantages(
+        rows.group_ids, rows.traj_ids, rows.steps, rows.anchors, rows.step_rewards, rows.episode_rewards,
+        gamma=cfg.gamma, omega=cfg.omega, mode=cfg.mode, episode_stats=cfg.episode_stats,
+    )
+    return result.advantages
+
+
+def _hgpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
+    result = hgpo_advantages(
+        rows.group_ids, rows.traj_ids, rows.steps, rows.anchors, rows.step_rewards, rows.episode_rewards,
+        gamma=cfg.gamma, K=cfg.history_levels, alpha=cfg.alpha, mode=cfg.mode, base_group=cfg.base_group,
+    )
+    return result.advantages
+
+
+GROUP_ESTIMATORS = {"grpo": _grpo_rows, "drgrpo": _drgrpo_rows, "gigpo": _gigpo_rows, "hgpo": _hgpo_rows}
+
+
+def group_baseline_token_advantages(cfg: AlgoConfig, rows: TurnRows, response_mask: torch.Tensor) -> torch.Tensor:
+    """Critic-free estimators: one scalar per row, broadcast over its action tokens. (B, L)"""
+    per_row = GROUP_ESTIMATORS[cfg.name](rows, cfg)  # (B,)
+    return per_row.unsqueeze(-1) * response_mask
+
+
+def critic_token_advantages(
+    cfg: AlgoConfig, rows: TurnRows, response_mask: torch.Tensor, token_values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO advantages and value targets, both (B, L), zero outside the action tokens.
+
+    ``token_values[b, l]`` is the critic's value of the state before action token ``l`` of row ``b``.
+    ``ppo_turn`` uses the value before each turn's first token for the whole turn; ``ppo_token``
+    runs GAE over every action token of a trajectory, across turns.
+    """
+    mask = response_mask > 0  # (B, L)
+    if cfg.name == "ppo_turn":
+        first_col = mask.float().argmax(dim=1)  # (B,) first action token of each row
+        row_values = token_values.gather(1, first_col.unsqueeze(1)).squeeze(1)  # (B,)
+        # One entry per row; a row's "tokens" in the flat sequence are its single turn.
+        seq_rewards, seq_values = rows.step_rewards.unsqueeze(1), row_values.unsqueeze(1)  # (B, 1)
+        flat_adv, flat_ret = _gae_along_trajectories(rows, seq_rewards, seq_values, torch.ones_like(seq_rewards), cfg)
+        advantages = flat_adv * response_mask  # (B, 1) * (B, L)
+        returns = flat_ret * response_mask
+    elif cfg.name == "ppo_token":
+        last_col = response_mask.shape[1] - 1 - mask.flip(1).float().argmax(dim=1)  # (B,)
+        token_rewards = torch.zeros_like(token_values)
+        token_rewards[torch.arange(len(rows)), last_col] = rows.step_rewards
+        advantages, returns = _gae_along_trajectories(rows, token_rewards, token_values, response_mask, cfg)
+    else:
+        raise ValueError(f"{cfg.name} does not use a critic")
+    if cfg.whiten_advantages:
+        advantages = whiten(advantages, response_mask) * response_mask
+    return advantages, returns
+
+
+def _gae_along_trajectories(
+    rows: TurnRows, rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, cfg: AlgoConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run GAE over each trajectory's rows concatenated in time order; scatter back to (B, L)."""
+    by_traj: dict[int, list[int]] = {}
+    for row in sorted(range(len(rows)), key=lambda r: (rows.traj_ids[r].item(), rows.steps[r].item())):
+        by_traj.setdefault(int(rows.traj_ids[row]), []).append(row)
+    advantages = torch.zeros_like(rewards)
+    returns = torch.zeros_like(rewards)
+    for row_list in by_traj.values():
+        index = torch.tensor(row_list)
+        seq_r = rewards[index].reshape(1, -1)  # (1, R * L)
+        seq_v = values[index].reshape(1, -1)
+        seq_m = mask[index].reshape(1, -1).float()
+        adv, ret = gae(seq_r, seq_v, seq_m, gamma=cfg.gamma, lam=cfg.lam)
+        advantages[index] = adv.reshape(len(row_list), -1) * mask[index]
+        returns[index] = ret.reshape(len(row_list), -1) * mask[index]
+    return advantages, returns
