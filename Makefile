@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m experiments.run_baselines
+	$(PY) -m experiments.train experiment=hidden_number
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --durations=15

@@ -26,8 +26,18 @@ import re
 from envs import minishop_pages as pages
 from envs.base import StepResult, ensure_not_done
 from envs.minishop_catalogue import (
-    CATEGORIES, COLOURS, MATERIALS, MAX_PRICE, MAX_PRODUCTS, MIN_PRODUCTS, SIZES, STYLES,
-    Instruction, Product, draw_episode, search,
+    CATEGORIES,
+    COLOURS,
+    MATERIALS,
+    MAX_PRICE,
+    MAX_PRODUCTS,
+    MIN_PRODUCTS,
+    SIZES,
+    STYLES,
+    Instruction,
+    Product,
+    draw_episode,
+    search,
 )
 from envs.tokenizer import words_of
 

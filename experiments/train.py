@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from envs.agent import ExpertAgent
-from envs.collect import collect
+from envs.collect import collect, count_env_steps
 from envs.registry import make
 from experiments.config import Resolved, register_configs, validate
 from experiments.evaluate import evaluate, summarise
@@ -57,6 +57,9 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     env_kwargs = dict(run.env.kwargs)
 
     env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
+    if trainer.devices != 1:
+        raise ValueError("trainer.devices must be 1 in experiments/train.py for now: the PPO learner runs on several "
+                         "Fabric processes (tests/policy/test_learner_ddp.py) but this loop does not launch them yet")
     fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
                     precision=trainer.precision)
     policy = build_policy(run, env.vocabulary())
@@ -73,11 +76,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                           max_turns=trainer.max_turns)
         return result.as_metrics("eval")
 
-    # 1. Warm start: clone the expert until the policy is weak but not hopeless.
+    # 1. Warm start: clone the expert until the policy is weak but not hopeless. Its env steps
+    #    (expert demonstrations) are reported apart from the RL x-axis.
+    warm_start_env_steps = 0
     if trainer.warm_start.enabled and not run.policy.pretrained:
         ws = trainer.warm_start
         experts = collect(ExpertAgent(), run.env.name, env_kwargs=env_kwargs, n_groups=ws.expert_episodes, group_size=1,
                           seed=derive_seed(run.seed, "expert"), max_turns=trainer.max_turns, progress=trainer.progress)
+        warm_start_env_steps = count_env_steps(experts)
         behaviour_clone(
             policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
             stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=trainer.progress,
@@ -98,7 +104,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         #    those of groups that dynamic sampling drops.
         collected = []
 
-        def sample(round_index: int, iteration: int = iteration):
+        def sample(round_index: int, iteration: int = iteration, collected: list = collected):
             trajectories = collect(policy, run.env.name, env_kwargs=env_kwargs, n_groups=trainer.groups_per_iteration,
                                    group_size=trainer.group_size, seed=derive_seed(run.seed, "train", iteration, round_index),
                                    max_turns=trainer.max_turns, progress=False)
@@ -119,7 +125,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 
         # 3. Advantages: one row per turn, the agent's action tokens only.
         batch, samples = policy.encode(trajectories)
-        rows = turn_rows(trajectories, [(s.trajectory_index, s.turn_index) for s in samples])
+        rows = turn_rows(trajectories, [(s.trajectory_index, s.turn_index) for s in samples],
+                         invalid_action_penalty=algo.invalid_action_penalty)
         old_logp = compute_old_logp(policy.model, batch, chunk_size=CHUNK_ROWS)
         returns = old_values = None
         if algo.uses_critic:
@@ -164,7 +171,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     logger.close()
     summary = {
         "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
-        "real_env_steps": real_env_steps, "initial_success": history[0]["eval/success_rate"],
+        "real_env_steps": real_env_steps, "warm_start_env_steps": warm_start_env_steps, "initial_success": history[0]["eval/success_rate"],
         "final_success": history[-1].get("eval/success_rate"), "wall_s": time.monotonic() - start,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -54,6 +54,9 @@ class AlgoConfig:
     """HGPO: level weight exponent, (k + 1) ** alpha."""
     base_group: bool = False
     """HGPO: add the episode-level group as level 0."""
+    invalid_action_penalty: float = 0.1
+    """Subtracted from the reward of every turn whose action did not parse (verl-agent's format
+    penalty): without it a malformed action costs only a lost turn, too weak a signal to unlearn."""
     dynamic_sampling: bool = False
     """Drop groups whose returns are all equal and resample (bounded by max_resample_rounds)."""
     max_resample_rounds: int = 3
@@ -74,6 +77,8 @@ class AlgoConfig:
             raise ValueError(f"algo.mode must be 'mean_std_norm' or 'mean_norm', got {self.mode!r}")
         if self.history_levels < 0:
             raise ValueError(f"algo.history_levels must be >= 0, got {self.history_levels}")
+        if self.invalid_action_penalty < 0:
+            raise ValueError(f"algo.invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}")
         if self.max_resample_rounds < 0:
             raise ValueError(f"algo.max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
 
@@ -98,18 +103,29 @@ class TurnRows:
         return len(self.anchors)
 
 
-def turn_rows(trajectories: Sequence[Trajectory], row_keys: Sequence[tuple[int, int]]) -> TurnRows:
-    """Rows for ``row_keys`` = (trajectory index, turn index) pairs, in that order."""
+def turn_rows(
+    trajectories: Sequence[Trajectory], row_keys: Sequence[tuple[int, int]], *, invalid_action_penalty: float = 0.0
+) -> TurnRows:
+    """Rows for ``row_keys`` = (trajectory index, turn index) pairs, in that order.
+
+    Each invalid turn's reward is lowered by ``invalid_action_penalty``, and so is its episode's
+    score (the sum of the shaped turn rewards), so every estimator sees the same shaped rewards.
+    """
     trajs = [trajectories[i] for i, _ in row_keys]
     turns = [trajectories[i].turns[t] for i, t in row_keys]
+
+    def shaped(turn) -> float:
+        return turn.reward - (0.0 if turn.valid else invalid_action_penalty)
+
+    episode_scores = {id(tr): sum(shaped(turn) for turn in tr.turns) for tr in trajs}
     return TurnRows(
         trajectory_index=[i for i, _ in row_keys],
         group_ids=torch.tensor([tr.group_id for tr in trajs], dtype=torch.long),
         traj_ids=torch.tensor([tr.trajectory_id for tr in trajs], dtype=torch.long),
         steps=torch.tensor([t for _, t in row_keys], dtype=torch.long),
         anchors=[turn.anchor_observation for turn in turns],
-        step_rewards=torch.tensor([turn.reward for turn in turns], dtype=torch.float32),
-        episode_rewards=torch.tensor([tr.episode_return for tr in trajs], dtype=torch.float32),
+        step_rewards=torch.tensor([shaped(turn) for turn in turns], dtype=torch.float32),
+        episode_rewards=torch.tensor([episode_scores[id(tr)] for tr in trajs], dtype=torch.float32),
     )
 
 

@@ -316,7 +316,7 @@ def _spaced(data, action: str) -> str:
     """The action as the word tokenizer would decode it, or with random spacing and case."""
     pieces = split_words(action)
     text = pieces[0]
-    for before, piece in zip(pieces, pieces[1:]):
+    for before, piece in zip(pieces, pieces[1:], strict=False):
         glue = data.draw(st.sampled_from(["", " ", "  ", "\t"]))
         text += (glue or " ") + piece if before[-1].isalnum() and piece[0].isalnum() else glue + piece
     text = text if data.draw(st.booleans()) else " ".join(pieces)
