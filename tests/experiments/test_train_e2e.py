@@ -182,6 +182,13 @@ def test_train_run_end_to_end(tmp_path, algo):
     assert moved < 0.5 * spread, (moved, spread)  # it is the run's own init that moved
     if algo == "ppo_turn":  # a critic's advantages are non-zero even when every reward is 0
         assert all(r["losses/grad_norm"] > 0 for r in records[1:])
+    # Expert demonstrations are counted apart from the RL x-axis: 16 episodes of 1 .. 6 turns, or none.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["real_env_steps"] == records[-1]["charts/real_env_steps"]
+    if "trainer.warm_start.enabled=false" in CASES[algo]:
+        assert summary["warm_start_env_steps"] == 0
+    else:
+        assert 16 <= summary["warm_start_env_steps"] <= 16 * HIDDEN_NUMBER_MAX_TURNS
 
 
 def test_other_algorithms_run_in_one_sweep(tmp_path):
