@@ -77,7 +77,7 @@ class TrainerConfig:
     precision: str = "32-true"
     """Fabric precision, e.g. bf16-mixed on GPUs."""
     checkpoint_every: int = 0
-    """Iterations between checkpoints (0: only the final one)."""
+    """Iterations between policy snapshots in ``checkpoints/`` (0: only the final ``policy/``)."""
     transcripts_every: int = 10
     """Iterations between logged sample transcripts."""
     progress: bool = True

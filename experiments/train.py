@@ -154,6 +154,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         }
         if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
             metrics.update(evaluate_policy())
+        if trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
+            save_policy(policy, run_dir / "checkpoints" / f"iteration_{iteration:05d}")
         if iteration % trainer.transcripts_every == 0:
             logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=real_env_steps)
         logger.log(metrics, real_env_steps=real_env_steps, iteration=iteration)
@@ -166,8 +168,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                 history[-1].update(final)
             break
 
-    policy.model.save_pretrained(run_dir / "policy")
-    policy.tokenizer.save_pretrained(run_dir / "policy")
+    save_policy(policy, run_dir / "policy")
     logger.close()
     summary = {
         "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
@@ -176,6 +177,12 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def save_policy(policy: LMPolicy, folder: Path) -> None:
+    """A Hugging Face model directory (safetensors + config + tokenizer): loadable, never unpickled."""
+    policy.model.save_pretrained(folder)
+    policy.tokenizer.save_pretrained(folder)
 
 
 def render_transcript(trajectory) -> str:
@@ -190,9 +197,9 @@ def render_transcript(trajectory) -> str:
 @hydra.main(config_path="conf", config_name="train", version_base=None)
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    run = validate(cfg)  # range checks, naming the key, before any work
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     try:
+        run = validate(cfg)  # range checks, naming the key, before any work
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         summary = train(run, run_dir)
     except BaseException:
         (run_dir / "failed").write_text(traceback.format_exc())

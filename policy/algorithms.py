@@ -58,7 +58,8 @@ class AlgoConfig:
     """Subtracted from the reward of every turn whose action did not parse (verl-agent's format
     penalty): without it a malformed action costs only a lost turn, too weak a signal to unlearn."""
     dynamic_sampling: bool = False
-    """Drop groups whose returns are all equal and resample (bounded by max_resample_rounds)."""
+    """Drop groups whose env returns are all equal and resample (bounded by max_resample_rounds). The
+    decision uses the env's returns, as DAPO does, not the invalid-action-shaped scores."""
     max_resample_rounds: int = 3
     """Dynamic sampling: the most extra collection rounds per iteration."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
