@@ -11,6 +11,7 @@ the resolved config, ``metrics.jsonl``, TensorBoard events, the final policy, an
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import traceback
@@ -67,7 +68,6 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     if algo.uses_critic:
         torch.manual_seed(derive_seed(run.seed, "value-init"))
         value_model = ValueModel(ValueModelConfig(vocab_size=len(policy.tokenizer)))
-    learner = PPOLearner(fabric, policy.model, algo.ppo, value_model=value_model)
     logger = MetricsLogger(run_dir)
     eval_seed = derive_seed(run.seed, "eval")  # the same held-out episodes at every evaluation
 
@@ -90,6 +90,10 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             evaluate=lambda p: evaluate(p, run.env.name, env_kwargs, episodes=ws.eval_episodes,
                                         seed=derive_seed(run.seed, "clone-eval"), max_turns=trainer.max_turns).success_rate,
         )
+
+    # The reference policy of the optional KL penalty is the policy RL starts from.
+    ref_model = copy.deepcopy(policy.model).eval() if algo.ppo.kl_coef > 0 else None
+    learner = PPOLearner(fabric, policy.model, algo.ppo, value_model=value_model, ref_model=ref_model)
 
     real_env_steps = 0
     start = time.monotonic()
