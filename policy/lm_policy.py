@@ -130,8 +130,11 @@ class LMPolicy:
             next_position = next_position + 1
         token_ids = torch.stack(tokens, dim=1).cpu()  # (B, T)
         lengths = lengths.cpu()
+        # Keep sampled special tokens (<unk>, <pad>, ...) in the text: the learner re-encodes the text,
+        # and a token stripped here (or a newline lost to strip()) could never be penalised. Stripping them let probability drain
+        # into <unk> after "guess (" until every action was malformed.
         texts = [
-            self.tokenizer.decode(row[:n][row[:n] != eos].tolist(), skip_special_tokens=True).strip()
+            self.tokenizer.decode(row[:n][row[:n] != eos].tolist(), skip_special_tokens=False)
             for row, n in zip(token_ids, lengths.tolist(), strict=True)
         ]
         return Generation(token_ids, lengths, torch.stack(logps, dim=1).cpu(), texts)

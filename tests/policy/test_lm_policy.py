@@ -119,7 +119,23 @@ def test_act_returns_one_action_per_view_from_the_rendered_history():
     assert policy.prompts(views) == ["say cat\n>", render_text(trajectory.turns[:2], trajectory.turns[2].observation, 2)]
     actions = policy.act(views)
     assert len(actions) == 2 and all(isinstance(a, str) for a in actions)
-    assert all("<" not in a for a in actions)  # special tokens stripped
+    assert all("</s>" not in a for a in actions)  # the closing EOS is not part of the action
+
+
+def test_sampled_ids_survive_decode_and_re_encode_special_tokens_included():
+    # The learner re-encodes action texts; every sampled token (even <unk> or <pad>) must come back
+    # with its own id, or the update would train on tokens the policy never produced.
+    policy = make_policy(seed=3)
+    with torch.no_grad():  # make special tokens likely so the round trip is exercised on them
+        policy.model.lm_head.weight[[0, 1]] += 3.0 * policy.model.lm_head.weight.norm(dim=1).max()
+    generation = policy.generate([f"say {w}\n>" for w in ENV.words] * 4)
+    eos = policy.tokenizer.eos_token_id
+    sampled_specials = 0
+    for ids, n, text in zip(generation.token_ids, generation.lengths.tolist(), generation.texts, strict=True):
+        sampled = [i for i in ids[:n].tolist() if i != eos]
+        sampled_specials += sum(i in (0, 1) for i in sampled)
+        assert policy.tokenizer(text, add_special_tokens=False).input_ids == sampled
+    assert sampled_specials > 0
     assert policy.act([]) == []
 
 
