@@ -119,29 +119,30 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 
         if algo.dynamic_sampling:
             trajectories, rounds = fill_with_informative_groups(sample, trainer.groups_per_iteration,
-                                                                algo.max_resample_rounds)
+                                                                max_rounds=1 + algo.max_resample_rounds)
         else:
             trajectories, rounds = sample(0), 1
-        real_env_steps += summarise(collected).env_steps
         rollout = summarise(collected)  # what the policy achieved, dropped groups included
-
+        real_env_steps += rollout.env_steps
         collect_s = time.monotonic() - iteration_start
 
-        # 3. Advantages: one row per turn, the agent's action tokens only.
-        batch, samples = policy.encode(trajectories)
-        rows = turn_rows(trajectories, [(s.trajectory_index, s.turn_index) for s in samples],
-                         invalid_action_penalty=algo.invalid_action_penalty)
-        old_logp = compute_old_logp(policy.model, batch, chunk_size=CHUNK_ROWS)
-        returns = old_values = None
-        if algo.uses_critic:
-            old_values = compute_values(value_model, batch, chunk_size=CHUNK_ROWS)  # token-aligned
-            advantages, returns = critic_token_advantages(algo, rows, batch.response_mask, old_values)
-        else:
-            advantages = group_baseline_token_advantages(algo, rows, batch.response_mask)
-
-        # 4. Clipped policy update.
         update_start = time.monotonic()
-        stats = learner.update(batch, advantages, old_logp, returns=returns, old_values=old_values)
+        stats = {}
+        if trajectories:  # empty only when dynamic sampling found no informative group
+            # 3. Advantages: one row per turn, the agent's action tokens only.
+            batch, samples = policy.encode(trajectories)
+            rows = turn_rows(trajectories, [(s.trajectory_index, s.turn_index) for s in samples],
+                             invalid_action_penalty=algo.invalid_action_penalty)
+            old_logp = compute_old_logp(policy.model, batch, chunk_size=CHUNK_ROWS)
+            returns = old_values = None
+            if algo.uses_critic:
+                old_values = compute_values(value_model, batch, chunk_size=CHUNK_ROWS)  # token-aligned
+                advantages, returns = critic_token_advantages(algo, rows, batch.response_mask, old_values)
+            else:
+                advantages = group_baseline_token_advantages(algo, rows, batch.response_mask)
+
+            # 4. Clipped policy update.
+            stats = learner.update(batch, advantages, old_logp, returns=returns, old_values=old_values)
         update_s = time.monotonic() - update_start
 
         # 5. Log against real env steps.
@@ -160,7 +161,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             metrics.update(evaluate_policy())
         if trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
             save_policy(policy, run_dir / "checkpoints" / f"iteration_{iteration:05d}")
-        if iteration % trainer.transcripts_every == 0:
+        if iteration % trainer.transcripts_every == 0 and trajectories:
             logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=real_env_steps)
         logger.log(metrics, real_env_steps=real_env_steps, iteration=iteration)
         history.append({"iteration": iteration, "charts/real_env_steps": real_env_steps, **metrics})
