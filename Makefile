@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m experiments.train experiment=hidden_number
+	$(PY) -m experiments.train experiment=hidden_number trainer.iterations=150
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --durations=15
