@@ -19,6 +19,7 @@ from policy.advantages import (
     whiten,
 )
 from policy.group_advantages import gigpo_advantages, hgpo_advantages
+from tests.policy.references import ref_group_norm
 
 F64 = torch.float64
 
@@ -35,31 +36,6 @@ def assert_close(actual, expected, tol=1e-9):
 # ----------------------------------------------------------------------------------------------
 # Pure-Python references (loops and dicts, no tensors), written from the convention text.
 # ----------------------------------------------------------------------------------------------
-
-def ref_group_norm(values, keys, *, mode, ddof, eps, singleton, stat=None):
-    stat = stat or [True] * len(values)
-    members = {}
-    for v, k, s in zip(values, keys, stat, strict=True):
-        if s:
-            members.setdefault(k, []).append(v)
-    out = []
-    for v, k in zip(values, keys, strict=True):
-        vals = members[k]
-        n = len(vals)
-        if n == 1:
-            if singleton == "zero":
-                out.append(0.0)
-                continue
-            mean, std = 0.0, 1.0
-        elif max(vals) == min(vals):
-            out.append(0.0)
-            continue
-        else:
-            mean = sum(vals) / n
-            std = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - ddof))
-        out.append((v - mean) / (std + eps) if mode == "mean_std_norm" else v - mean)
-    return out
-
 
 def ref_returns(traj_ids, steps, rewards, gamma):
     by_traj = {}

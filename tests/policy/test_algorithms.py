@@ -23,6 +23,7 @@ from policy.algorithms import (
     group_baseline_token_advantages,
     turn_rows,
 )
+from tests.policy.references import ref_group_norm
 
 
 def make_traj(group: int, traj_id: int, steps: list[tuple[str, float]], invalid: tuple[int, ...] = ()) -> Trajectory:
@@ -98,31 +99,6 @@ def assert_broadcast(token_adv: torch.Tensor, per_row: list[float], mask: torch.
 # Pure-Python references
 # ----------------------------------------------------------------------------------------------
 
-def ref_normalise(values, keys, *, mode, ddof, eps, singleton, stat=None):
-    """Per-key (v - mean) / (std + eps) or v - mean; all-equal group -> 0; singleton raw or zero."""
-    stat = stat if stat is not None else [True] * len(values)
-    members = {}
-    for v, k, s in zip(values, keys, stat, strict=True):
-        if s:
-            members.setdefault(k, []).append(v)
-    out = []
-    for v, k in zip(values, keys, strict=True):
-        vals = members[k]
-        if len(vals) == 1:
-            if singleton == "zero":
-                out.append(0.0)
-                continue
-            mean, std = 0.0, 1.0
-        elif max(vals) == min(vals):
-            out.append(0.0)
-            continue
-        else:
-            mean = sum(vals) / len(vals)
-            std = math.sqrt(sum((x - mean) ** 2 for x in vals) / (len(vals) - ddof))
-        out.append((v - mean) / (std + eps) if mode == "mean_std_norm" else v - mean)
-    return out
-
-
 def ref_step_returns(keys, gamma):
     """R_t = r_t + gamma * R_{t+1} inside each trajectory, per row of keys."""
     returns = {}
@@ -147,8 +123,8 @@ def ref_gigpo(keys, *, gamma, omega, mode, episode_stats, eps=1e-6):
     anchors = column(keys, lambda tr, i, t: tr.turns[t].anchor_observation)
     scores = column(keys, lambda tr, i, t: tr.episode_return)
     stat = first_row_flags(keys) if episode_stats == "trajectories" else None
-    episode = ref_normalise(scores, groups, mode=mode, ddof=1, eps=eps, singleton="raw", stat=stat)
-    step = ref_normalise(ref_step_returns(keys, gamma), list(zip(groups, anchors, strict=True)),
+    episode = ref_group_norm(scores, groups, mode=mode, ddof=1, eps=eps, singleton="raw", stat=stat)
+    step = ref_group_norm(ref_step_returns(keys, gamma), list(zip(groups, anchors, strict=True)),
                          mode=mode, ddof=1, eps=eps, singleton="zero")
     return [e + omega * s for e, s in zip(episode, step, strict=True)]
 
@@ -175,7 +151,7 @@ def ref_hgpo(keys, *, gamma, K, alpha, mode, base_group):
             mean = sum(vals) / len(vals)
             std = math.sqrt(sum((x - mean) ** 2 for x in vals) / len(vals))  # population std
             levels[(b, k)] = (returns[b] - mean) / (std + 1e-6) if mode == "mean_std_norm" else returns[b] - mean
-    base = ref_normalise(scores, groups, mode=mode, ddof=1, eps=1e-6, singleton="raw") if base_group else None
+    base = ref_group_norm(scores, groups, mode=mode, ddof=1, eps=1e-6, singleton="raw") if base_group else None
     out = []
     for b in range(len(keys)):
         terms = [((k + 1.0) ** alpha, levels.get((b, k), 0.0)) for k in range(1, K + 2)]
