@@ -19,15 +19,6 @@ SMALL = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
 PROMPTS = ["say cat\n>", "say red\n> red\nsay moon\n> fish\nsay sun\n>", "invalid : reply with one word\nsay dog\n>"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two shared cores: one intra-op thread avoids oversubscription stalls."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_policy(seed=0, arch="llama", **overrides):
     cfg = PolicyConfig(arch=arch, **{**SMALL, "max_action_tokens": 6, **overrides})
     return LMPolicy(build_tiny_lm(cfg, TOKENIZER, seed=1).eval(), TOKENIZER, cfg, seed=seed)

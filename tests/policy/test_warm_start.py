@@ -17,15 +17,6 @@ CFG = PolicyConfig(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=
 EXPERTS = rollout(ExpertAgent(), EchoEnv, range(100))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two shared cores: one intra-op thread avoids oversubscription stalls."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_policy(seed=0):
     return LMPolicy(build_tiny_lm(CFG, TOKENIZER, seed=seed), TOKENIZER, CFG, seed=seed)
 
