@@ -24,7 +24,6 @@ from lightning.fabric import Fabric
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from envs.agent import ExpertAgent
 from envs.collect import collect, count_env_steps
 from envs.registry import make
 from experiments.config import Resolved, register_configs, validate
@@ -37,7 +36,7 @@ from policy.learner import PPOLearner, compute_old_logp, compute_values
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from policy.value_model import ValueModel, ValueModelConfig
-from policy.warm_start import behaviour_clone
+from policy.warm_start import behaviour_clone, expert_trajectories
 
 register_configs()
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
@@ -81,8 +80,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     warm_start_env_steps = 0
     if trainer.warm_start.enabled and not run.policy.pretrained:
         ws = trainer.warm_start
-        experts = collect(ExpertAgent(), run.env.name, env_kwargs=env_kwargs, n_groups=ws.expert_episodes, group_size=1,
-                          seed=derive_seed(run.seed, "expert"), max_turns=trainer.max_turns, progress=trainer.progress)
+        experts = expert_trajectories(run.env.name, n=ws.expert_episodes, seed=derive_seed(run.seed, "expert"),
+                                      env_kwargs=env_kwargs, max_turns=trainer.max_turns)
         warm_start_env_steps = count_env_steps(experts)
         behaviour_clone(
             policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,

@@ -17,6 +17,7 @@ Truncated episodes (turn cap reached without ``done``) bootstrap 0, as a termina
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ import torch
 from envs.trajectory import Trajectory
 from policy.advantages import gae, gigpo_advantages, grpo_advantages, hgpo_advantages, whiten
 from policy.learner import PPOConfig
+from policy.value_model import first_response_column
 
 ALGORITHMS = ("ppo_token", "ppo_turn", "grpo", "drgrpo", "gigpo", "hgpo")
 CRITIC_ALGORITHMS = ("ppo_token", "ppo_turn")
@@ -144,7 +146,7 @@ def _grpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
 
 
 def _drgrpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
-    return _grpo_rows(rows, AlgoConfig(**{**cfg.__dict__, "norm_by_std": False}))
+    return _grpo_rows(rows, dataclasses.replace(cfg, norm_by_std=False))
 
 
 def _gigpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
@@ -183,7 +185,7 @@ def critic_token_advantages(
     """
     mask = response_mask > 0  # (B, L)
     if cfg.name == "ppo_turn":
-        first_col = mask.float().argmax(dim=1)  # (B,) first action token of each row
+        first_col = first_response_column(response_mask)  # (B,) first action token of each row
         row_values = token_values.gather(1, first_col.unsqueeze(1)).squeeze(1)  # (B,)
         # One entry per row; a row's "tokens" in the flat sequence are its single turn.
         seq_rewards, seq_values = rows.step_rewards.unsqueeze(1), row_values.unsqueeze(1)  # (B, 1)

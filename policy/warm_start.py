@@ -14,6 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from envs.agent import ExpertAgent
+from envs.collect import collect
 from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
 
@@ -100,8 +101,6 @@ def expert_trajectories(
 
     ``env_name`` is a registered env name or an env factory, whatever ``collect`` accepts.
     """
-    from envs.collect import collect  # imported here: collect is optional for the rest of this module
-
     return collect(
         ExpertAgent(), env_name, n_groups=n, group_size=1, seed=seed, max_turns=max_turns, env_kwargs=env_kwargs,
         progress=False,

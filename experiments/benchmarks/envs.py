@@ -13,19 +13,20 @@ import time
 from pathlib import Path
 
 from envs.agent import ExpertAgent, RandomAgent
-from envs.collect import collect, count_env_steps
+from envs.collect import collect
 from envs.registry import ENVIRONMENTS
+from experiments.evaluate import summarise
 
 
 def measure(agent, env_name: str, episodes: int, seed: int) -> dict[str, float]:
     start = time.perf_counter()
     trajectories = collect(agent, env_name, n_groups=episodes, group_size=1, seed=seed, progress=False)
     elapsed = time.perf_counter() - start
-    steps = count_env_steps(trajectories)
+    result = summarise(trajectories)
     return {
-        "steps_per_s": steps / elapsed,
-        "success": sum(t.success for t in trajectories) / len(trajectories),
-        "mean_turns": steps / len(trajectories),
+        "steps_per_s": result.env_steps / elapsed,
+        "success": result.success_rate,
+        "mean_turns": result.episode_length,
     }
 
 
