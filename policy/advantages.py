@@ -1,5 +1,6 @@
 """Advantage estimators as pure functions on tensors: GRPO / Dr. GRPO, token- and turn-level GAE
-and SPPO. GiGPO and HGPO live in ``policy/group_advantages.py`` and are re-exported here, so
+and SPPO. GiGPO and HGPO live in ``policy/group_advantages.py`` and the GAE recursion ``gae`` in
+``critic/targets.py`` (the critic fits on the same returns); both are re-exported here, so
 ``policy.advantages`` is the one place to import any estimator from.
 
 Each function reproduces a convention of verl or verl-agent (``/work/shared/ADVANTAGE_CONVENTIONS.md``)
@@ -11,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from critic.targets import gae
 from policy.group_advantages import GiGPOResult, HGPOResult, gigpo_advantages, hgpo_advantages
 from policy.group_norm import normalise_in_groups
 
@@ -77,41 +79,6 @@ def broadcast_to_tokens(adv: torch.Tensor, response_mask: torch.Tensor) -> torch
     if adv.dim() != 1 or adv.shape[0] != response_mask.shape[0]:
         raise ValueError(f"adv {tuple(adv.shape)} must be (B,) for response_mask {tuple(response_mask.shape)}")
     return adv.unsqueeze(-1) * response_mask.to(adv.dtype)  # (B, T)
-
-
-def gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    gamma: float = 1.0,
-    lam: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation, verl's token-level recursion.
-
-    rewards, values, mask: (B, T). Returns ``(advantages, returns)``, both (B, T), not whitened.
-
-    Backwards over t: ``delta_t = r_t + gamma * V_next - V_t``, ``A_t = delta_t + gamma * lam * A_next``.
-    Positions with mask 0 are skipped: ``V_next`` and ``A_next`` carry through them unchanged, and
-    the entry stored there is the carried advantage (as in verl; it is masked out downstream).
-    After the last valid position ``V_next = A_next = 0``. ``returns = advantages + values``.
-    verl's ``compute_gae_advantage_return`` then whitens the advantages: call
-    ``whiten(advantages, mask)`` to reproduce that.
-    """
-    if not rewards.shape == values.shape == mask.shape or rewards.dim() != 2:
-        raise ValueError(f"rewards, values, mask must share a (B, T) shape: {rewards.shape}, {values.shape}, {mask.shape}")
-    valid = mask.bool()  # (B, T)
-    next_value = torch.zeros_like(values[:, 0])  # (B,)
-    next_adv = torch.zeros_like(values[:, 0])  # (B,)
-    columns = []
-    for t in reversed(range(rewards.shape[1])):
-        delta = rewards[:, t] + gamma * next_value - values[:, t]  # (B,)
-        adv_t = delta + gamma * lam * next_adv  # (B,)
-        next_value = torch.where(valid[:, t], values[:, t], next_value)
-        next_adv = torch.where(valid[:, t], adv_t, next_adv)
-        columns.append(next_adv)
-    advantages = torch.stack(columns[::-1], dim=1)  # (B, T)
-    return advantages, advantages + values
 
 
 def turn_gae(

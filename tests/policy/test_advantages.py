@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from critic.targets import gae as critic_gae
 from policy.advantages import (
     broadcast_to_tokens,
     gae,
@@ -105,24 +106,6 @@ def ref_hgpo(groups, trajs, steps, anchors, rewards, scores, *, gamma, K, alpha,
             den += 1.0
         out.append(num / (den + 1e-6) if den > 0 else 0.0)
     return out, returns
-
-
-def ref_gae(rewards, values, mask, gamma, lam):
-    adv_rows = []
-    for r, v, m in zip(rewards, values, mask, strict=True):
-        valid = [t for t in range(len(r)) if m[t]]
-        adv = {}
-        for j in reversed(range(len(valid))):
-            t = valid[j]
-            v_next = v[valid[j + 1]] if j + 1 < len(valid) else 0.0
-            a_next = adv[valid[j + 1]] if j + 1 < len(valid) else 0.0
-            adv[t] = r[t] + gamma * v_next - v[t] + gamma * lam * a_next
-        row = []
-        for t in range(len(r)):
-            later = [u for u in valid if u >= t]
-            row.append(adv[later[0]] if later else 0.0)  # a skipped position holds the carried value
-        adv_rows.append(row)
-    return adv_rows
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,28 +209,9 @@ def test_score_sums_every_position_and_broadcast_masks():
 # GAE
 # ----------------------------------------------------------------------------------------------
 
-def test_gae_hand_worked():
-    # gamma 0.9, lam 0.8 (gamma * lam = 0.72)
-    # t2: delta = 1 + 0 - 0.7 = 0.3; A2 = 0.3
-    # t1: delta = 0 + 0.9 * 0.7 - 0.6 = 0.03; A1 = 0.03 + 0.72 * 0.3 = 0.246
-    # t0: delta = 0 + 0.9 * 0.6 - 0.5 = 0.04; A0 = 0.04 + 0.72 * 0.246 = 0.21712
-    adv, ret = gae(t64([[0, 0, 1]]), t64([[0.5, 0.6, 0.7]]), t64([[1, 1, 1]]), gamma=0.9, lam=0.8)
-    assert_close(adv[0], [0.21712, 0.246, 0.3])
-    assert_close(ret[0], [0.71712, 0.846, 1.0])
-
-
-def test_gae_skips_a_masked_position_in_the_middle():
-    # position 1 is masked: its reward 5 and value 9 are ignored; t0 bootstraps from V2 and A2.
-    # t2: A2 = 1 - 0.7 = 0.3; t1 carries (0.3, V=0.7); t0: delta = 0.9 * 0.7 - 0.5 = 0.13, A0 = 0.13 + 0.72 * 0.3 = 0.346
-    adv, ret = gae(t64([[0, 5, 1]]), t64([[0.5, 9.0, 0.7]]), t64([[1, 0, 1]]), gamma=0.9, lam=0.8)
-    assert_close(adv[0], [0.346, 0.3, 0.3])
-    assert_close(ret[0], [0.846, 9.3, 1.0])
-
-
-def test_gae_trailing_padding_bootstraps_zero():
-    # t2 masked (carries 0); t1: A1 = 1 + 0 - 0.6 = 0.4; t0: delta = 0.9 * 0.6 - 0.5 = 0.04, A0 = 0.04 + 0.72 * 0.4 = 0.328
-    adv, _ = gae(t64([[0, 1, 7]]), t64([[0.5, 0.6, 9.0]]), t64([[1, 1, 0]]), gamma=0.9, lam=0.8)
-    assert_close(adv[0], [0.328, 0.4, 0.0])
+def test_gae_is_the_critic_recursion():
+    # the recursion and its tests live in critic.targets; policy re-exports the one implementation
+    assert gae is critic_gae
 
 
 def test_turn_gae_ragged_trajectories():
@@ -259,24 +223,6 @@ def test_turn_gae_ragged_trajectories():
     assert_close(adv[0], [0.8, 0.5, 0.1])
     assert adv[1, 0].item() == pytest.approx(0.6, abs=1e-12)
     assert_close(ret[0], [1.0, 1.0, 1.0])
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    rows=st.lists(
-        st.lists(st.tuples(finite, finite, st.booleans()), min_size=4, max_size=4), min_size=1, max_size=3
-    ),
-    gamma=st.sampled_from([1.0, 0.99, 0.5]),
-    lam=st.sampled_from([1.0, 0.95, 0.0]),
-)
-def test_gae_matches_reference(rows, gamma, lam):
-    r = [[c[0] for c in row] for row in rows]
-    v = [[c[1] for c in row] for row in rows]
-    m = [[c[2] for c in row] for row in rows]
-    adv, ret = gae(t64(r), t64(v), t64(m), gamma=gamma, lam=lam)
-    expected = ref_gae(r, v, m, gamma, lam)
-    assert torch.allclose(adv, t64(expected), atol=1e-9, rtol=1e-9)
-    assert torch.allclose(ret, adv + t64(v))
 
 
 def test_whiten_uses_valid_entries_and_unbiased_variance():
