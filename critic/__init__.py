@@ -1,0 +1,22 @@
+"""The critic: values of agent states for PPO, behind one turn-level seam.
+
+``TurnCritic`` maps ``CriticStates`` to one value per state; ``TokenCritic`` (prompt ids) implements
+it today and the latent critic (agent history) next. ``gae`` is the one GAE / lambda-return
+recursion, shared with the policy's estimators.
+"""
+
+from critic.base import CriticStates, TurnCritic
+from critic.targets import gae
+from critic.token_alignment import first_response_column, token_values, turn_values
+from critic.token_critic import TokenCritic, TokenCriticConfig
+
+__all__ = [
+    "CriticStates",
+    "TokenCritic",
+    "TokenCriticConfig",
+    "TurnCritic",
+    "first_response_column",
+    "gae",
+    "token_values",
+    "turn_values",
+]
