@@ -1,16 +1,15 @@
-"""Advantage estimators as pure functions on tensors: GRPO / Dr. GRPO, token- and turn-level GAE
-and SPPO. GiGPO and HGPO live in ``policy/group_advantages.py`` and the GAE recursion ``gae`` in
-``critic/targets.py`` (the critic fits on the same returns); both are re-exported here, so
-``policy.advantages`` is the one place to import any estimator from.
+"""Advantage estimators as pure functions on tensors: GRPO / Dr. GRPO, whitening and SPPO. GiGPO and
+HGPO live in ``policy/group_advantages.py`` and the GAE recursion ``gae`` (token or turn level: one
+entry per turn) in ``critic/targets.py`` (the critic fits on the same returns); both are re-exported
+here, so ``policy.advantages`` is the one place to import any estimator from.
 
-Each function reproduces a convention of verl or verl-agent (``/work/shared/ADVANTAGE_CONVENTIONS.md``)
-when configured as its docstring says.
+Each function reproduces a convention of verl or verl-agent when configured as its docstring says;
+``docs/conventions.md`` states those conventions.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from critic.targets import gae
 from policy.group_advantages import GiGPOResult, HGPOResult, gigpo_advantages, hgpo_advantages
@@ -27,8 +26,6 @@ __all__ = [
     "normalise_in_groups",
     "score_from_token_rewards",
     "sppo_advantages",
-    "sppo_value_loss",
-    "turn_gae",
     "whiten",
 ]
 
@@ -81,26 +78,6 @@ def broadcast_to_tokens(adv: torch.Tensor, response_mask: torch.Tensor) -> torch
     return adv.unsqueeze(-1) * response_mask.to(adv.dtype)  # (B, T)
 
 
-def turn_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    gamma: float = 1.0,
-    lam: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Turn-level GAE: the ``gae`` recursion with one entry per agent turn.
-
-    rewards: (B, N_turns) the env reward of each turn. values: (B, N_turns) the critic's value of
-    the state *before* the turn (the history the agent acted on). mask: (B, N_turns), 1 on real
-    turns, 0 on the padding of shorter trajectories (or on turns to skip). The last valid turn
-    bootstraps 0, i.e. it is treated as terminal; for a trajectory cut off by a step limit, add
-    ``gamma * V(final state)`` to its last reward. Returns ``(advantages, returns)``, (B, N_turns);
-    broadcast a turn's advantage over that turn's action tokens.
-    """
-    return gae(rewards, values, mask, gamma=gamma, lam=lam)
-
-
 def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
     """``(x - mean) / sqrt(var + 1e-8)`` with the mean and unbiased variance of the valid entries.
 
@@ -125,8 +102,3 @@ def sppo_advantages(returns: torch.Tensor, value_logits: torch.Tensor) -> torch.
     is detached (advantages are targets). Spread over the response with ``broadcast_to_tokens``.
     """
     return returns.to(value_logits.dtype) - torch.sigmoid(value_logits.detach())
-
-
-def sppo_value_loss(value_logits: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-    """Binary cross-entropy of ``sigmoid(logit)`` against returns in [0, 1], mean over the batch."""
-    return F.binary_cross_entropy_with_logits(value_logits, returns.to(value_logits.dtype))

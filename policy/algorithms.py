@@ -1,8 +1,8 @@
 """Which advantage each algorithm gives each turn of a rollout batch.
 
-The learner trains on one row per agent turn (see ``policy.encode.turn_samples``). This module
-turns a batch of trajectories into those rows' advantages for each algorithm name, as an explicit
-dict of functions (no registry):
+The learner trains on one row per agent turn (see ``policy.rollout_batch``). This module turns a
+batch of trajectories into those rows' advantages for each algorithm name, as an explicit dict of
+functions (no registry):
 
 - ``grpo`` / ``drgrpo``: the episode return, normalised in its group (``drgrpo`` without std);
   statistics pooled over step rows (verl-agent's multi-turn default) or per trajectory.
@@ -11,8 +11,12 @@ dict of functions (no registry):
 - ``ppo_turn``: turn-level GAE with the critic's value of the state before each turn.
 - ``ppo_token``: token-level GAE over each trajectory's action tokens, turn rewards placed on each
   turn's last action token, bootstrapping through the turns.
+- ``sppo``: sequence-level PPO, ``A = R - V`` with ``V = sigmoid(logit)`` the critic's value of the
+  episode's first state, the same advantage on every turn of the episode.
 
-Truncated episodes (turn cap reached without ``done``) bootstrap 0, as a terminal state.
+Truncation is not termination: an episode that ``done`` ended bootstraps 0; one cut off by the turn
+cap bootstraps from the critic's value of its last next-observation (``bootstrap``). The group
+estimators compare episode scores and are unchanged by truncation.
 """
 
 from __future__ import annotations
@@ -24,18 +28,25 @@ from dataclasses import dataclass, field
 import torch
 
 from envs.trajectory import Trajectory
-from policy.advantages import gae, gigpo_advantages, grpo_advantages, hgpo_advantages, whiten
+from critic import gae
+from policy.advantages import (
+    broadcast_to_tokens,
+    gigpo_advantages,
+    grpo_advantages,
+    hgpo_advantages,
+    sppo_advantages,
+    whiten,
+)
 from policy.learner import PPOConfig
-from policy.value_model import first_response_column
 
-ALGORITHMS = ("ppo_token", "ppo_turn", "grpo", "drgrpo", "gigpo", "hgpo")
-CRITIC_ALGORITHMS = ("ppo_token", "ppo_turn")
+ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo")
+VALUE_LEVEL = {"ppo_token": "token", "ppo_turn": "turn", "sppo": "sequence"}  # the critic-based ones
 
 
 @dataclass
 class AlgoConfig:
     name: str = "gigpo"
-    """One of ppo_token, ppo_turn, grpo, drgrpo, gigpo, hgpo."""
+    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo."""
     gamma: float = 0.95
     """Discount: of step returns (GiGPO/HGPO) or of GAE (PPO)."""
     lam: float = 1.0
@@ -87,7 +98,12 @@ class AlgoConfig:
 
     @property
     def uses_critic(self) -> bool:
-        return self.name in CRITIC_ALGORITHMS
+        return self.name in VALUE_LEVEL
+
+    @property
+    def value_level(self) -> str | None:
+        """What the critic values for this algorithm: ``token``, ``turn``, ``sequence``, or None."""
+        return VALUE_LEVEL.get(self.name)
 
 
 @dataclass
@@ -170,44 +186,89 @@ GROUP_ESTIMATORS = {"grpo": _grpo_rows, "drgrpo": _drgrpo_rows, "gigpo": _gigpo_
 
 def group_baseline_token_advantages(cfg: AlgoConfig, rows: TurnRows, response_mask: torch.Tensor) -> torch.Tensor:
     """Critic-free estimators: one scalar per row, broadcast over its action tokens. (B, L)"""
-    per_row = GROUP_ESTIMATORS[cfg.name](rows, cfg)  # (B,)
-    return per_row.unsqueeze(-1) * response_mask
+    return broadcast_to_tokens(GROUP_ESTIMATORS[cfg.name](rows, cfg), response_mask)  # (B, L)
 
 
 def critic_token_advantages(
-    cfg: AlgoConfig, rows: TurnRows, response_mask: torch.Tensor, token_values: torch.Tensor
+    cfg: AlgoConfig,
+    rows: TurnRows,
+    response_mask: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    bootstrap: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO advantages and value targets, both (B, L), zero outside the action tokens.
+    """Critic-based advantages ``(B, L)`` (zero outside the action tokens) and the critic's targets.
 
-    ``token_values[b, l]`` is the critic's value of the state before action token ``l`` of row ``b``.
-    ``ppo_turn`` uses the value before each turn's first token for the whole turn; ``ppo_token``
-    runs GAE over every action token of a trajectory, across turns.
+    ``values`` and the returned targets are at the algorithm's value level:
+    - ``ppo_turn``: ``(B,)`` the value of the state before each row's turn; targets ``(B,)``.
+    - ``ppo_token``: ``(B, L)`` at action column ``l`` the value of the state before token ``l``;
+      targets ``(B, L)``.
+    - ``sppo``: ``(B,)`` the critic's logit on each row's state, of which each trajectory's first row
+      is used; targets ``(B,)``: the episode score clipped to [0, 1] (the critic is a probability).
+    ``bootstrap``: ``(B,)`` the value of the state after the row's trajectory ends, read on its last
+    row: the critic's value there for a truncated episode, 0 for one that ended ``done`` (default 0).
     """
-    mask = response_mask > 0  # (B, L)
-    if cfg.name == "ppo_turn":
-        first_col = first_response_column(response_mask)  # (B,) first action token of each row
-        row_values = token_values.gather(1, first_col.unsqueeze(1)).squeeze(1)  # (B,)
-        # One entry per row; a row's "tokens" in the flat sequence are its single turn.
-        seq_rewards, seq_values = rows.step_rewards.unsqueeze(1), row_values.unsqueeze(1)  # (B, 1)
-        flat_adv, flat_ret = _gae_along_trajectories(rows, seq_rewards, seq_values, torch.ones_like(seq_rewards), cfg)
-        advantages = flat_adv * response_mask  # (B, 1) * (B, L)
-        returns = flat_ret * response_mask
-    elif cfg.name == "ppo_token":
-        last_col = response_mask.shape[1] - 1 - mask.flip(1).float().argmax(dim=1)  # (B,)
-        token_rewards = torch.zeros_like(token_values)
-        token_rewards[torch.arange(len(rows)), last_col] = rows.step_rewards
-        advantages, returns = _gae_along_trajectories(rows, token_rewards, token_values, response_mask, cfg)
-    else:
+    level = cfg.value_level
+    if level is None:
         raise ValueError(f"{cfg.name} does not use a critic")
+    expected = tuple(response_mask.shape) if level == "token" else (len(rows),)
+    if tuple(values.shape) != expected:
+        raise ValueError(f"{cfg.name} needs values of shape {expected}, got {tuple(values.shape)}")
+    bootstrap = torch.zeros(len(rows)) if bootstrap is None else bootstrap.float()
+    if level == "sequence":
+        return _sppo_advantages(rows, response_mask, values)
+    if level == "turn":
+        # One entry per row: a row's single "token" in the flat sequence is its turn.
+        seq_rewards, seq_values = rows.step_rewards.unsqueeze(1), values.float().unsqueeze(1)  # (B, 1)
+        flat_adv, flat_ret = _gae_along_trajectories(
+            rows, seq_rewards, seq_values, torch.ones_like(seq_rewards), bootstrap, cfg
+        )
+        advantages = flat_adv * response_mask  # (B, 1) * (B, L)
+        returns = flat_ret.squeeze(1)  # (B,)
+    else:
+        mask = response_mask > 0  # (B, L)
+        last_col = response_mask.shape[1] - 1 - mask.flip(1).float().argmax(dim=1)  # (B,)
+        token_rewards = torch.zeros_like(values)
+        token_rewards[torch.arange(len(rows)), last_col] = rows.step_rewards
+        advantages, returns = _gae_along_trajectories(rows, token_rewards, values, response_mask, bootstrap, cfg)
     if cfg.whiten_advantages:
         advantages = whiten(advantages, response_mask) * response_mask
     return advantages, returns
 
 
-def _gae_along_trajectories(
-    rows: TurnRows, rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, cfg: AlgoConfig
+def _sppo_advantages(
+    rows: TurnRows, response_mask: torch.Tensor, logits: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run GAE over each trajectory's rows concatenated in time order; scatter back to (B, L)."""
+    """``A = R - sigmoid(logit of the episode's first row)`` on every row of the episode; targets clip R to [0, 1]."""
+    first_row: dict[int, int] = {}
+    for row in sorted(range(len(rows)), key=lambda r: (int(rows.traj_ids[r]), int(rows.steps[r]))):
+        first_row.setdefault(int(rows.traj_ids[row]), row)
+    first = torch.tensor([first_row[int(t)] for t in rows.traj_ids.tolist()], dtype=torch.long)  # (B,)
+    per_row = sppo_advantages(rows.episode_rewards, logits.float()[first])  # (B,)
+    return broadcast_to_tokens(per_row, response_mask), rows.episode_rewards.clamp(0.0, 1.0)
+
+
+def first_rows_mask(rows: TurnRows) -> torch.Tensor:
+    """(B,) float, 1 on each trajectory's earliest row in the batch: where SPPO's critic is trained."""
+    first: dict[int, tuple[int, int]] = {}
+    for row, (traj, step) in enumerate(zip(rows.traj_ids.tolist(), rows.steps.tolist(), strict=True)):
+        if traj not in first or step < first[traj][0]:
+            first[traj] = (step, row)
+    mask = torch.zeros(len(rows))
+    mask[[row for _, row in first.values()]] = 1.0
+    return mask
+
+
+def _gae_along_trajectories(
+    rows: TurnRows,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    bootstrap: torch.Tensor,
+    cfg: AlgoConfig,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run GAE over each trajectory's rows concatenated in time order, bootstrapping after its last
+    row with ``bootstrap`` (B,) of that row; scatter back to (B, L)."""
     by_traj: dict[int, list[int]] = {}
     for row in sorted(range(len(rows)), key=lambda r: (rows.traj_ids[r].item(), rows.steps[r].item())):
         by_traj.setdefault(int(rows.traj_ids[row]), []).append(row)
@@ -218,7 +279,8 @@ def _gae_along_trajectories(
         seq_r = rewards[index].reshape(1, -1)  # (1, R * L)
         seq_v = values[index].reshape(1, -1)
         seq_m = mask[index].reshape(1, -1).float()
-        adv, ret = gae(seq_r, seq_v, seq_m, gamma=cfg.gamma, lam=cfg.lam)
+        end_value = bootstrap[index[-1:]]  # (1,)
+        adv, ret = gae(seq_r, seq_v, seq_m, gamma=cfg.gamma, lam=cfg.lam, bootstrap=end_value)
         advantages[index] = adv.reshape(len(row_list), -1) * mask[index]
         returns[index] = ret.reshape(len(row_list), -1) * mask[index]
     return advantages, returns

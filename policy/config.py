@@ -42,7 +42,8 @@ class PolicyConfig:
     """Longer prompts are left-truncated: the end (the current observation) is kept."""
 
     max_action_tokens: int = 12
-    """Cap on the tokens of one generated action (the closing EOS not counted)."""
+    """The action token budget: at most this many tokens are sampled per action, its EOS included; an
+    action cut off here has no EOS and is trained on exactly the tokens it has."""
 
     temperature: float = 1.0
     """Sampling temperature; 0 means greedy."""

@@ -1,14 +1,15 @@
 """The PPO learner: clipped policy updates (plus an optional critic) on Lightning Fabric.
 
 One ``update`` runs ``epochs`` passes of shuffled minibatches over a ``TokenBatch`` (one row per
-agent turn). Per minibatch: log-probs and entropies are recomputed, the verl-style clipped policy
-loss is taken (per-sample weights passed through), an optional KL to a frozen reference policy and
-an entropy bonus are added, and, when a value model is given, its clipped value loss. One backward
-pass, gradient clipping per model, one step of each model's own optimizer.
+agent turn, the ids the policy sampled). Per minibatch: log-probs and entropies are recomputed, the
+verl-style clipped policy loss is taken (per-sample weights passed through), an optional KL to a
+frozen reference policy and an entropy bonus are added, and, when a critic is given, its value loss
+at the level of the algorithm (``policy.value_targets``). One backward pass, gradient clipping per
+model, one step of each model's own optimizer.
 
-Alignment: ``advantages``, ``old_logp``, ``returns`` and ``old_values`` are ``(B, L)`` and are read
-on the response tokens only. Values are token-aligned (see ``policy.value_model.token_values``):
-at response column ``t`` the value of the state before token ``t``.
+Everything the update compares goes through the same Fabric-wrapped modules, on Fabric's device and
+under its precision: old log-probs, reference log-probs, old values. ``advantages`` and ``old_logp``
+are ``(B, L)`` and are read on the response tokens only.
 
 Multi-process: every rank must hold the same number of rows (so all ranks take the same number of
 optimizer steps); gradients are averaged across ranks by DDP, so with ``token-mean`` the update is
@@ -26,6 +27,7 @@ from lightning.fabric import Fabric
 
 from policy.batch import TokenBatch
 from policy.logprobs import token_logprobs
+from critic import CriticStates, token_values
 from policy.losses import (
     AGG_MODES,
     KL_KINDS,
@@ -35,8 +37,9 @@ from policy.losses import (
     explained_variance,
     kl_penalty,
     ppo_policy_loss,
+    sequence_value_loss,
 )
-from policy.value_model import token_values
+from policy.value_targets import ValueTargets
 
 
 @dataclass
@@ -60,7 +63,8 @@ class PPOConfig:
     loss_agg: str = "token-mean"
     """How token losses become one number: one of ``AGG_MODES`` (verl's names)."""
     loss_scale_factor: float | None = None
-    """Divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO); None uses the padded length."""
+    """Divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO). It must be a constant; the training loop fills
+    an unset value with the policy's action token budget (``policy.max_action_tokens``)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus (subtracted from the loss)."""
     value_coef: float = 0.5
@@ -73,8 +77,6 @@ class PPOConfig:
     """Weight of the KL penalty to the reference policy (needs ``ref_model``)."""
     kl_kind: str = "k3"
     """KL estimator: one of ``KL_KINDS``."""
-    seed: int = 0
-    """Seeds the minibatch shuffle: update ``n`` shuffles with ``seed + n``."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "minibatch_size"):
@@ -98,47 +100,12 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.kl_kind must be one of {KL_KINDS}, got {self.kl_kind!r}")
 
 
-def _in_eval_chunks(model: torch.nn.Module, batch: TokenBatch, chunk_size: int, fn) -> torch.Tensor:
-    """Concatenate ``fn(model, ids, mask)`` over row chunks, without gradients and in eval mode."""
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            parts = [
-                fn(
-                    model,
-                    batch.input_ids[start : start + chunk_size],
-                    batch.attention_mask[start : start + chunk_size],
-                )
-                for start in range(0, len(batch), chunk_size)
-            ]
-    finally:
-        model.train(was_training)
-    return torch.cat(parts, dim=0)
-
-
-def compute_old_logp(model: torch.nn.Module, batch: TokenBatch, chunk_size: int) -> torch.Tensor:
-    """``(B, L)`` log-probs of ``batch`` under ``model`` (no gradient), ``chunk_size`` rows at a time.
-
-    ``batch`` must already be on the model's device.
-    """
-    return _in_eval_chunks(model, batch, chunk_size, lambda m, ids, mask: token_logprobs(m, ids, mask)[0])
-
-
-def compute_values(value_model: torch.nn.Module, batch: TokenBatch, chunk_size: int) -> torch.Tensor:
-    """``(B, L)`` token-aligned values (``token_values``: 0 off the response), no gradient.
-
-    Its first response column is each turn's value (``turn_values``). ``batch`` must already be on
-    the model's device.
-    """
-    raw = _in_eval_chunks(value_model, batch, chunk_size, lambda m, ids, mask: m(ids, mask))  # (B, L)
-    return token_values(raw, batch.response_mask)
-
-
 class PPOLearner:
-    """Owns the policy (and optional value model) with their optimizers, set up by Fabric."""
+    """Owns the policy (and optional critic) with their optimizers, set up by Fabric.
+
+    ``seed`` drives the minibatch shuffle: update ``n`` shuffles with a generator seeded
+    ``seed + n``, so a run's seed fixes every minibatch and nothing reads the global RNG.
+    """
 
     def __init__(
         self,
@@ -146,101 +113,180 @@ class PPOLearner:
         policy_model: torch.nn.Module,
         cfg: PPOConfig,
         *,
-        value_model: torch.nn.Module | None = None,
+        seed: int,
+        critic: torch.nn.Module | None = None,
         ref_model: torch.nn.Module | None = None,
     ) -> None:
         if cfg.kl_coef > 0 and ref_model is None:
             raise ValueError("PPOConfig.kl_coef > 0 needs a ref_model")
+        if cfg.loss_agg == "seq-mean-token-sum-norm" and cfg.loss_scale_factor is None:
+            raise ValueError(
+                "PPOConfig.loss_scale_factor must be set for seq-mean-token-sum-norm: a constant (the action "
+                "token budget) keeps the loss scale from changing with each batch's padded width"
+            )
         self.fabric = fabric
         self.cfg = cfg
+        self.seed = seed
         self.policy, self.policy_optimizer = fabric.setup(
             policy_model, torch.optim.Adam(policy_model.parameters(), lr=cfg.lr)
         )
-        self.value_model = self.value_optimizer = None
-        if value_model is not None:
-            self.value_model, self.value_optimizer = fabric.setup(
-                value_model, torch.optim.Adam(value_model.parameters(), lr=cfg.value_lr)
+        self.critic = self.critic_optimizer = None
+        if critic is not None:
+            self.critic, self.critic_optimizer = fabric.setup(
+                critic, torch.optim.Adam(critic.parameters(), lr=cfg.value_lr)
             )
+            if hasattr(critic, "token_values"):  # a second entry point that must go through Fabric too
+                self.critic.mark_forward_method("token_values")
         self.ref_model = None
         if ref_model is not None:  # frozen: not wrapped (DDP refuses a module without trainable parameters)
             self.ref_model = ref_model.requires_grad_(False).eval().to(fabric.device)
         self.num_updates = 0
 
+    @torch.no_grad()
+    def old_logprobs(self, batch: TokenBatch, chunk_size: int) -> torch.Tensor:
+        """(B, L) log-probs of ``batch`` under the Fabric-wrapped policy (its device and precision)."""
+        return self._in_eval_mode(
+            self.policy, lambda: _chunked(batch.to(self.fabric.device), chunk_size, self._policy_logp)
+        )
+
+    @torch.no_grad()
+    def critic_values(self, states: CriticStates, chunk_size: int) -> torch.Tensor:
+        """(N,) values of ``states`` under the Fabric-wrapped critic, no gradient."""
+        states = states.to(self.fabric.device)
+        parts = [
+            self._in_eval_mode(self.critic, lambda rows=rows: self.critic(states.index(rows)).float())
+            for rows in torch.arange(len(states), device=self.fabric.device).split(chunk_size)
+        ]
+        return torch.cat(parts) if parts else torch.zeros(0, device=self.fabric.device)
+
+    @torch.no_grad()
+    def critic_token_values(self, batch: TokenBatch, chunk_size: int) -> torch.Tensor:
+        """(B, L) token-aligned values (0 off the response) under the Fabric-wrapped critic."""
+        batch = batch.to(self.fabric.device)
+        raw = self._in_eval_mode(self.critic, lambda: _chunked(batch, chunk_size, self._raw_token_values))
+        return token_values(raw, batch.response_mask)
+
     def update(
         self,
         batch: TokenBatch,
         advantages: torch.Tensor,
-        old_logp: torch.Tensor,
         *,
-        returns: torch.Tensor | None = None,
-        old_values: torch.Tensor | None = None,
+        old_logp: torch.Tensor | None = None,
         weights: torch.Tensor | None = None,
+        value: ValueTargets | None = None,
     ) -> dict[str, float]:
         """One PPO update; returns the minibatch-averaged (and rank-averaged) ``losses/*`` metrics.
 
-        ``advantages``, ``old_logp``, ``returns``, ``old_values``: ``(B, L)``; ``weights``: ``(B,)``
-        per-row weights of the policy, KL and entropy terms (not of the value loss); as in
-        ``ppo_policy_loss``, a weight-0 row adds no gradient but its tokens still count in the
-        ``token-mean`` denominator. ``returns`` is
-        required exactly when the learner has a value model; ``old_values`` defaults to the value
-        model's predictions before this update.
+        ``advantages``: ``(B, L)``, read on the response tokens. ``old_logp``: ``(B, L)``; by default
+        the policy's log-probs before this update, computed through the same Fabric module, precision
+        and minibatch rows as the first epoch's forward passes, so the first ratios are exactly 1.
+        ``weights``: ``(B,)`` per-row weights of the policy, KL and entropy terms (not of the value
+        loss); as in ``ppo_policy_loss``, a weight-0 row adds no gradient but its tokens still count
+        in the ``token-mean`` denominator. ``value`` is required exactly when the learner has a critic.
         """
         cfg, device = self.cfg, self.fabric.device
-        if (returns is None) != (self.value_model is None):
-            raise ValueError("returns must be given exactly when the learner has a value model")
+        if (value is None) != (self.critic is None):
+            raise ValueError("value targets must be given exactly when the learner has a critic")
         batch = batch.to(device)
         shape = tuple(batch.input_ids.shape)
-        tensors = {
-            "advantages": advantages,
-            "old_logp": old_logp,
-            "returns": returns,
-            "old_values": old_values,
-        }
-        for name, tensor in tensors.items():
+        for name, tensor in (("advantages", advantages), ("old_logp", old_logp)):
             if tensor is not None and tuple(tensor.shape) != shape:
                 raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape} like input_ids")
         if weights is not None and tuple(weights.shape) != shape[:1]:
             raise ValueError(f"weights has shape {tuple(weights.shape)}, expected {shape[:1]}")
-        per_token = {k: v.to(device).float() for k, v in tensors.items() if v is not None}  # each (B, L)
         rows = len(batch)
-        if self.ref_model is not None:
-            per_token["ref_logp"] = compute_old_logp(self.ref_model, batch, cfg.minibatch_size)  # (B, L)
-        if self.value_model is not None and old_values is None:
-            per_token["old_values"] = compute_values(self.value_model, batch, cfg.minibatch_size)  # (B, L)
-        row_weights = None if weights is None else weights.to(device).float()  # (B,)
         self._check_ranks_agree(math.ceil(rows / cfg.minibatch_size))
+        generator = torch.Generator().manual_seed(self.seed + self.num_updates)
+        orders = [torch.randperm(rows, generator=generator).to(device) for _ in range(cfg.epochs)]  # each (B,)
+        minibatches = [order.split(cfg.minibatch_size) for order in orders]
 
-        generator = torch.Generator().manual_seed(cfg.seed + self.num_updates)
+        per_row: dict[str, torch.Tensor] = {"advantages": advantages.to(device).float()}  # each (B, ...)
+        if old_logp is None:
+            old_logp = self._first_epoch_logp(batch, minibatches[0])
+        per_row["old_logp"] = old_logp.to(device).float()
+        if self.ref_model is not None:
+            with self.fabric.autocast():  # the update's precision, for the reference too
+                per_row["ref_logp"] = _chunked(batch, cfg.minibatch_size, self._ref_logp)
+        if weights is not None:
+            per_row["weights"] = weights.to(device).float()
+        if value is not None:
+            self._check_value_targets(value, rows, shape)
+            per_row["returns"] = value.returns.to(device).float()
+            per_row["value_mask"] = value.row_mask().to(device)
+            if value.old_values is not None:
+                per_row["old_values"] = value.old_values.to(device).float()
+        states = None if value is None or value.states is None else value.states.to(device)
+
         self.policy.train()
-        if self.value_model is not None:
-            self.value_model.train()
+        if self.critic is not None:
+            self.critic.train()
         totals: dict[str, float] = {}
         steps = 0
-        for _ in range(cfg.epochs):
-            order = torch.randperm(rows, generator=generator).to(device)  # (B,)
-            for start in range(0, rows, cfg.minibatch_size):
-                idx = order[start : start + cfg.minibatch_size]  # (b,)
-                minibatch = {k: v[idx] for k, v in per_token.items()}
-                step_weights = None if row_weights is None else row_weights[idx]
-                for key, value in self._step(batch.index(idx), minibatch, step_weights).items():
-                    totals[key] = totals.get(key, 0.0) + value
+        for epoch_minibatches in minibatches:
+            for idx in epoch_minibatches:  # (b,)
+                minibatch = {k: v[idx] for k, v in per_row.items()}
+                minibatch_states = None if states is None else states.index(idx)
+                for key, metric in self._step(batch.index(idx), minibatch, value, minibatch_states).items():
+                    totals[key] = totals.get(key, 0.0) + metric
                 steps += 1
         self.num_updates += 1
 
         metrics = {key: total / steps for key, total in totals.items()}
-        if self.value_model is not None:
-            mask = batch.response_mask.float()
+        if value is not None and value.old_values is not None:
+            mask = batch.response_mask if value.level == "token" else per_row["value_mask"]
             metrics["losses/explained_variance"] = float(
-                explained_variance(per_token["old_values"], per_token["returns"], mask)
+                explained_variance(per_row["old_values"], per_row["returns"], mask)
             )
         return self._mean_over_ranks(metrics)
 
+    def _first_epoch_logp(self, batch: TokenBatch, minibatches: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Old log-probs from forward passes over exactly the first epoch's minibatches."""
+        old = torch.zeros(batch.input_ids.shape, device=self.fabric.device)  # (B, L)
+        with torch.no_grad():
+            for idx in minibatches:
+                part = batch.index(idx)
+                old[idx] = self._in_eval_mode(self.policy, lambda part=part: self._policy_logp(part))
+        return old
+
+    def _policy_logp(self, batch: TokenBatch) -> torch.Tensor:
+        return token_logprobs(self.policy, batch.input_ids, batch.attention_mask)[0]
+
+    def _ref_logp(self, batch: TokenBatch) -> torch.Tensor:
+        with torch.no_grad():
+            return token_logprobs(self.ref_model, batch.input_ids, batch.attention_mask)[0]
+
+    def _raw_token_values(self, batch: TokenBatch) -> torch.Tensor:
+        return self.critic.token_values(batch.input_ids, batch.attention_mask).float()
+
+    @staticmethod
+    def _in_eval_mode(model: torch.nn.Module, fn):
+        """Run ``fn()`` with ``model`` in eval mode, restoring the mode it had."""
+        was_training = model.training
+        model.eval()
+        try:
+            return fn()
+        finally:
+            model.train(was_training)
+
+    @staticmethod
+    def _check_value_targets(value: ValueTargets, rows: int, shape: tuple[int, ...]) -> None:
+        expected = shape if value.level == "token" else (rows,)
+        if tuple(value.returns.shape) != expected:
+            raise ValueError(f"{value.level}-level returns have shape {tuple(value.returns.shape)}, expected {expected}")
+        if value.states is not None and len(value.states) != rows:
+            raise ValueError(f"value targets hold {len(value.states)} critic states for {rows} rows")
+
     def _step(
-        self, batch: TokenBatch, tensors: dict[str, torch.Tensor], weights: torch.Tensor | None
+        self,
+        batch: TokenBatch,
+        tensors: dict[str, torch.Tensor],
+        value: ValueTargets | None,
+        states: CriticStates | None,
     ) -> dict[str, float]:
         """Loss, backward, clip and step on one minibatch; returns its metrics."""
         cfg = self.cfg
         mask = batch.response_mask.float()  # (b, L)
+        weights = tensors.get("weights")  # (b,) or None
         token_weights = None if weights is None else weights.unsqueeze(1)  # (b, 1)
         logp, entropy = token_logprobs(self.policy, batch.input_ids, batch.attention_mask)  # (b, L) each
         policy_loss, policy_stats = ppo_policy_loss(
@@ -270,24 +316,16 @@ class PPOLearner:
             kl_loss = aggregate(kl, mask, cfg.loss_agg, cfg.loss_scale_factor)
             loss = loss + cfg.kl_coef * kl_loss
             metrics["losses/kl_ref"] = kl_loss.item()
-        if self.value_model is not None:
-            values = token_values(self.value_model(batch.input_ids, batch.attention_mask), mask)  # (b, L)
-            value_loss, value_stats = clipped_value_loss(
-                values,
-                tensors["old_values"],
-                tensors["returns"],
-                mask,
-                clip=math.inf if cfg.value_clip is None else cfg.value_clip,
-                agg=cfg.loss_agg,
-                scale_factor=cfg.loss_scale_factor,
-            )
+        if value is not None:
+            value_loss, value_clipfrac = self._value_loss(batch, tensors, value.level, states)
             loss = loss + cfg.value_coef * value_loss
             metrics["losses/value_loss"] = value_loss.item()
-            metrics["losses/value_clipfrac"] = float(value_stats["clipfrac"])
+            if value_clipfrac is not None:
+                metrics["losses/value_clipfrac"] = value_clipfrac
 
         optimizers = [(self.policy, self.policy_optimizer)]
-        if self.value_model is not None:
-            optimizers.append((self.value_model, self.value_optimizer))
+        if self.critic is not None:
+            optimizers.append((self.critic, self.critic_optimizer))
         for _, optimizer in optimizers:
             optimizer.zero_grad(set_to_none=True)
         self.fabric.backward(loss)
@@ -301,6 +339,30 @@ class PPOLearner:
         if len(norms) > 1:
             metrics["losses/value_grad_norm"] = float(norms[1])
         return metrics
+
+    def _value_loss(
+        self, batch: TokenBatch, tensors: dict[str, torch.Tensor], level: str, states: CriticStates | None
+    ) -> tuple[torch.Tensor, float | None]:
+        """The critic's loss on one minibatch at its level, and its clip fraction (None for sequence)."""
+        cfg = self.cfg
+        clip = math.inf if cfg.value_clip is None else cfg.value_clip
+        if level == "sequence":
+            logits = self.critic(states).float()  # (b,)
+            return sequence_value_loss(logits, tensors["returns"], tensors["value_mask"]), None
+        if level == "token":
+            mask = batch.response_mask.float()  # (b, L)
+            values = token_values(self._raw_token_values(batch), mask)  # (b, L)
+            loss, stats = clipped_value_loss(
+                values, tensors["old_values"], tensors["returns"], mask, clip=clip, agg=cfg.loss_agg,
+                scale_factor=cfg.loss_scale_factor,
+            )
+            return loss, float(stats["clipfrac"])
+        values = self.critic(states).float().unsqueeze(1)  # (b, 1): one value per turn
+        loss, stats = clipped_value_loss(
+            values, tensors["old_values"].unsqueeze(1), tensors["returns"].unsqueeze(1),
+            tensors["value_mask"].unsqueeze(1), clip=clip, agg="token-mean",
+        )
+        return loss, float(stats["clipfrac"])
 
     def _check_ranks_agree(self, num_minibatches: int) -> None:
         """Fail on every rank, instead of hanging, when ranks would take different numbers of steps."""
@@ -327,22 +389,30 @@ class PPOLearner:
             "policy_optimizer": self.policy_optimizer.state_dict(),
             "num_updates": self.num_updates,
         }
-        if self.value_model is not None:
-            state["value_model"] = self.value_model.state_dict()
-            state["value_optimizer"] = self.value_optimizer.state_dict()
+        if self.critic is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned (e.g. from ``fabric.load(path)``)."""
-        has_value = "value_model" in state
-        if has_value != (self.value_model is not None):
+        has_critic = "critic" in state
+        if has_critic != (self.critic is not None):
             raise ValueError(
-                f"checkpoint {'has' if has_value else 'lacks'} a value model but this learner "
-                f"{'lacks' if has_value else 'has'} one"
+                f"checkpoint {'has' if has_critic else 'lacks'} a critic but this learner "
+                f"{'lacks' if has_critic else 'has'} one"
             )
         self.policy.load_state_dict(state["policy"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
-        if has_value:
-            self.value_model.load_state_dict(state["value_model"])
-            self.value_optimizer.load_state_dict(state["value_optimizer"])
+        if has_critic:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.num_updates = int(state["num_updates"])
+
+
+def _chunked(batch: TokenBatch, chunk_size: int, fn) -> torch.Tensor:
+    """``fn(sub-batch)`` over row chunks of ``batch``, concatenated along rows."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    rows = torch.arange(len(batch), device=batch.input_ids.device)
+    return torch.cat([fn(batch.index(part)) for part in rows.split(chunk_size)], dim=0)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from envs.agent import AgentView
+from critic import CriticStates
+from envs.agent import AgentView, SampledAction
 from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
 from policy.config import PolicyConfig
-from policy.encode import TurnSample, encode_prompts, encode_samples, turn_samples
+from policy.encode import TurnSample, encode_prompts, encode_samples, left_pad, prompt_ids, turn_samples
 from policy.logprobs import position_ids_for, token_logprobs
 from policy.render import render_prompt
 
@@ -27,10 +28,26 @@ from policy.render import render_prompt
 class Generation:
     """What one batched generation produced."""
 
+    prompt_ids: list[list[int]]  # the ids each row was conditioned on (no padding)
     token_ids: torch.Tensor  # (B, T) long, the sampled tokens; pad after a row's EOS
     lengths: torch.Tensor  # (B,) long, tokens each row produced, its EOS included when it stopped
     logprobs: torch.Tensor  # (B, T) float, log-prob of each token under the model at temperature 1; 0 past lengths
-    texts: list[str]  # decoded actions, special tokens stripped
+    texts: list[str]  # decoded actions (EOS dropped, other special tokens kept)
+
+    def sampled_actions(self, eos_id: int) -> list[SampledAction]:
+        """What each row sampled, as the records ``envs.collect`` keeps on each turn."""
+        return [
+            SampledAction(
+                text=text,
+                prompt_ids=tuple(prompt),
+                action_ids=tuple(row[:n].tolist()),
+                logprobs=tuple(logp[:n].tolist()),
+                ended=n > 0 and int(row[n - 1]) == eos_id,
+            )
+            for prompt, row, logp, n, text in zip(
+                self.prompt_ids, self.token_ids, self.logprobs, self.lengths.tolist(), self.texts, strict=True
+            )
+        ]
 
 
 def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -56,6 +73,12 @@ class LMPolicy:
         self.generator = torch.Generator(device="cpu").manual_seed(seed)  # draws are made on CPU
 
     @property
+    def pad_token_id(self) -> int:
+        """The id that pads rows (EOS when the tokenizer has no pad token)."""
+        pad = self.tokenizer.pad_token_id
+        return self.tokenizer.eos_token_id if pad is None else pad
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
@@ -74,9 +97,32 @@ class LMPolicy:
         """The rendered prompt of each view (its turns and current observation)."""
         return [render_prompt(self.tokenizer, v.turns, v.observation, self.cfg.history_window) for v in views]
 
-    def act(self, views: Sequence[AgentView], *, greedy: bool = False) -> list[str]:
-        """One action text per view, sampled in one batch (greedy when asked or at temperature 0)."""
-        return self.generate(self.prompts(views), greedy=greedy).texts
+    def act(self, views: Sequence[AgentView], *, greedy: bool = False) -> list[SampledAction]:
+        """One sampled action per view, in one batch (greedy when asked or at temperature 0).
+
+        Each carries its text and the exact prompt ids, action ids and log-probs, so the learner
+        trains on the tokens that were sampled.
+        """
+        return self.generate(self.prompts(views), greedy=greedy).sampled_actions(self.tokenizer.eos_token_id)
+
+    def with_seed(self, seed: int) -> LMPolicy:
+        """The same model and tokenizer with a sampling generator of its own (for evaluation), so
+        drawing evaluation episodes never moves the training policy's random stream."""
+        return LMPolicy(self.model, self.tokenizer, self.cfg, seed=seed)
+
+    def state_prompts(self, states: Sequence[tuple[Trajectory, int]]) -> CriticStates:
+        """The prompt ids of each (trajectory, k) state: the history after ``k`` turns, as ``act`` would
+        render it (``k == num_turns`` is the state after the last turn, where a truncated episode
+        bootstraps). Left-padded, for a critic."""
+        prompts = []
+        for trajectory, k in states:
+            if not 0 <= k <= trajectory.num_turns or trajectory.num_turns == 0:
+                raise ValueError(f"state_prompts: turn {k} is outside trajectory {trajectory.trajectory_id}")
+            turns = trajectory.turns
+            observation = turns[k].observation if k < len(turns) else turns[-1].next_observation
+            prompts.append(render_prompt(self.tokenizer, turns[:k], observation, self.cfg.history_window))
+        input_ids, attention_mask = encode_prompts(self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens)
+        return CriticStates(input_ids=input_ids, attention_mask=attention_mask, histories=list(states))
 
     def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
         """Next token per row from (B, V) logits: argmax, or a draw with temperature and top-p."""
@@ -102,12 +148,12 @@ class LMPolicy:
     @torch.no_grad()
     def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> Generation:
         """Sample up to ``max_action_tokens`` tokens after each prompt, stopping a row at its EOS."""
-        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
-        pad = eos if pad is None else pad
+        eos, pad = self.tokenizer.eos_token_id, self.pad_token_id
         if not prompts:
             empty = torch.zeros((0, 0), dtype=torch.long)
-            return Generation(empty, torch.zeros(0, dtype=torch.long), empty.float(), [])
-        input_ids, attention_mask = encode_prompts(self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens)
+            return Generation([], empty, torch.zeros(0, dtype=torch.long), empty.float(), [])
+        rows = prompt_ids(self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens)
+        input_ids, attention_mask = left_pad(rows, pad)  # (B, P)
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)  # (B, P)
         positions = position_ids_for(attention_mask)  # (B, P)
         cache, logits = self._forward(input_ids, attention_mask, positions, None)  # logits (B, V)
@@ -130,17 +176,18 @@ class LMPolicy:
             next_position = next_position + 1
         token_ids = torch.stack(tokens, dim=1).cpu()  # (B, T)
         lengths = lengths.cpu()
-        # Keep sampled special tokens (<unk>, <pad>, ...) in the text: the learner re-encodes the text,
-        # and a token stripped here (or a newline lost to strip()) could never be penalised. Stripping them let probability drain
-        # into <unk> after "guess (" until every action was malformed.
+        # Sampled special tokens (<unk>, <pad>, ...) stay in the text, so the env judges what the
+        # policy really said; training reads the ids, never this text.
         texts = [
             self.tokenizer.decode(row[:n][row[:n] != eos].tolist(), skip_special_tokens=False)
             for row, n in zip(token_ids, lengths.tolist(), strict=True)
         ]
-        return Generation(token_ids, lengths, torch.stack(logps, dim=1).cpu(), texts)
+        return Generation(rows, token_ids, lengths, torch.stack(logps, dim=1).cpu(), texts)
 
     def encode(self, trajectories: Sequence[Trajectory]) -> tuple[TokenBatch, list[TurnSample]]:
-        """The learner's batch for these trajectories (one row per turn) and the samples behind its rows."""
+        """A token batch of demonstrations the policy did not sample (one row per turn): their action
+        text is tokenised here, closed by EOS. Behaviour cloning uses it; RL trains on
+        ``policy.rollout_batch.build_rollout_batch`` instead, from the sampled ids."""
         samples = turn_samples(trajectories, self.cfg.history_window, self.tokenizer)
         batch = encode_samples(
             self.tokenizer,

@@ -5,11 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from critic.token_critic import position_ids_for  # one definition, shared with the critic
 
-def position_ids_for(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions that start at 0 on each row's first real token, so left padding changes nothing."""
-    positions = attention_mask.long().cumsum(dim=-1) - 1  # (B, L)
-    return positions.clamp(min=0)
+__all__ = ["position_ids_for", "token_logprobs"]
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,5 +1,5 @@
 """PPO losses as pure functions on (B, T) token tensors, following verl's conventions
-(``/work/shared/ADVANTAGE_CONVENTIONS.md``): the clipped (and dual-clipped) policy loss, KL
+(``docs/conventions.md``): the clipped (and dual-clipped) policy loss, KL
 estimators, loss aggregation modes, the clipped value loss, the entropy bonus and explained variance.
 
 Masks are 0/1 (B, T) tensors, 1 on the trained response tokens. Masked entries never reach a
@@ -10,6 +10,7 @@ finite), and fully masked rows or batches never produce NaN.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_KINDS = ("k1", "abs", "k2", "k3")
@@ -171,6 +172,19 @@ def clipped_value_loss(
     loss = 0.5 * aggregate(torch.maximum(err, err_clipped), mask, agg, scale_factor)
     clipfrac = masked_mean((err_clipped > err).to(values.dtype), mask.to(values.dtype))
     return loss, {"clipfrac": clipfrac.detach()}
+
+
+def sequence_value_loss(logits: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """SPPO's critic loss: binary cross-entropy of ``sigmoid(logit)`` against returns in [0, 1].
+
+    logits, returns, mask: (B,). The mean over rows with mask 1; 0 when none is.
+    """
+    if not logits.shape == returns.shape == mask.shape or logits.dim() != 1:
+        raise ValueError("logits, returns and mask must share one (B,) shape")
+    if bool(((returns < 0) | (returns > 1)).any()):
+        raise ValueError("sequence_value_loss needs returns in [0, 1]")
+    bce = F.binary_cross_entropy_with_logits(logits, returns.to(logits.dtype), reduction="none")  # (B,)
+    return masked_mean(bce, mask.to(logits.dtype))
 
 
 def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean") -> torch.Tensor:

@@ -95,13 +95,13 @@ def behaviour_clone(
 
 
 def expert_trajectories(
-    env_name, *, n: int, seed: int, env_kwargs: dict | None = None, max_turns: int | None = None
+    env_name, *, seeds: Sequence[int], env_kwargs: dict | None = None, max_turns: int | None = None
 ) -> list[Trajectory]:
-    """``n`` episodes of the env's scripted expert, via ``envs.collect.collect`` (one trajectory per group).
+    """One episode of the env's scripted expert per env seed in ``seeds``, via ``envs.collect``.
 
     ``env_name`` is a registered env name or an env factory, whatever ``collect`` accepts.
     """
     return collect(
-        ExpertAgent(), env_name, n_groups=n, group_size=1, seed=seed, max_turns=max_turns, env_kwargs=env_kwargs,
-        progress=False,
+        ExpertAgent(), env_name, group_size=1, group_seeds=list(seeds),
+        max_turns=max_turns, env_kwargs=env_kwargs, progress=False,
     )

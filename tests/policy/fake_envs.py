@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from envs.agent import AgentView
+from envs.agent import AgentView, SampledAction
 from envs.base import StepResult, ensure_not_done
 from envs.trajectory import Trajectory, Turn
 
@@ -76,10 +76,13 @@ def rollout(agent, make_env: Callable[[], EchoEnv], seeds: Sequence[int]) -> lis
         views = [AgentView(envs[i], trajectories[i].turns, observations[i]) for i in live]
         actions = agent.act(views)
         for i, action in zip(live, actions, strict=True):
+            sample = action if isinstance(action, SampledAction) else None
+            text = action.text if sample is not None else action
             anchor = envs[i].anchor_observation()
-            result = envs[i].step(action)
+            result = envs[i].step(text)
             trajectories[i].turns.append(
-                Turn(observations[i], action, result.observation, result.reward, result.done, result.info["valid"], anchor)
+                Turn(observations[i], text, result.observation, result.reward, result.done, result.info["valid"], anchor,
+                     sample=sample)
             )
             observations[i] = result.observation
         live = [i for i in live if not envs[i].done]

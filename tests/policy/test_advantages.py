@@ -15,11 +15,10 @@ from policy.advantages import (
     normalise_in_groups,
     score_from_token_rewards,
     sppo_advantages,
-    sppo_value_loss,
-    turn_gae,
     whiten,
 )
 from policy.group_advantages import gigpo_advantages, hgpo_advantages
+from policy.losses import sequence_value_loss
 from tests.policy.references import ref_group_norm
 
 F64 = torch.float64
@@ -214,17 +213,6 @@ def test_gae_is_the_critic_recursion():
     assert gae is critic_gae
 
 
-def test_turn_gae_ragged_trajectories():
-    # row 0: three turns, gamma = lam = 1 -> A_t = sum of later rewards - V_t: [1 - 0.2, 1 - 0.5, 1 - 0.9]
-    # row 1: one turn then padding; the lone turn is terminal: A = 1 - 0.4 = 0.6
-    rewards = t64([[0, 0, 1], [1, 0, 0]])
-    values = t64([[0.2, 0.5, 0.9], [0.4, 3.0, 3.0]])
-    adv, ret = turn_gae(rewards, values, t64([[1, 1, 1], [1, 0, 0]]))
-    assert_close(adv[0], [0.8, 0.5, 0.1])
-    assert adv[1, 0].item() == pytest.approx(0.6, abs=1e-12)
-    assert_close(ret[0], [1.0, 1.0, 1.0])
-
-
 def test_whiten_uses_valid_entries_and_unbiased_variance():
     # valid [1, 2, 3]: mean 2, unbiased var (1 + 0 + 1) / 2 = 1; the masked 10 is transformed too
     values, mask = t64([1.0, 2.0, 3.0, 10.0]), t64([1, 1, 1, 0])
@@ -246,7 +234,7 @@ def test_sppo_advantage_and_bce():
     assert_close(adv, [0.5, -0.75])
     assert not adv.requires_grad
     # BCE: [-ln 0.5, -ln(1 - 0.75)] = [0.693147, 1.386294] -> mean 1.0397208
-    loss = sppo_value_loss(logits, returns)
+    loss = sequence_value_loss(logits, returns, torch.ones(2, dtype=F64))
     assert loss.item() == pytest.approx((math.log(2) + math.log(4)) / 2, abs=1e-12)
     loss.backward()
     assert_close(logits.grad, [(0.5 - 1.0) / 2, (0.75 - 0.0) / 2])  # d/dlogit = (sigmoid - R) / B

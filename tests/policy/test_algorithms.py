@@ -20,6 +20,7 @@ from policy.algorithms import (
     ALGORITHMS,
     AlgoConfig,
     critic_token_advantages,
+    first_rows_mask,
     group_baseline_token_advantages,
     turn_rows,
 )
@@ -172,15 +173,17 @@ def ref_whiten(adv_tokens, mask):
             for b in range(len(mask))]
 
 
-def ref_turn_gae(keys, mask, values, gamma, lam):
-    """Turn-level GAE per trajectory in time order, V = value at the row's first response column.
+def ref_turn_gae(keys, mask, values, gamma, lam, bootstrap=None):
+    """Turn-level GAE per trajectory in time order, V = value at the row's first response column;
+    after the last turn V = ``bootstrap[trajectory index]`` (0 when absent: a terminal end).
 
-    Returns (advantages, returns) as (B, L) nested lists, the turn's scalar on its response tokens.
+    Returns advantages as (B, L) nested lists (the turn's scalar on its response tokens) and the
+    returns as one value per row.
     """
     row_of = {key: b for b, key in enumerate(keys)}
     adv_row, ret_row = {}, {}
     for i, traj in enumerate(TRAJS):
-        a_next = v_next = 0.0  # terminal (or truncated): bootstrap 0
+        a_next, v_next = 0.0, (bootstrap or {}).get(i, 0.0)
         for t in reversed(range(traj.num_turns)):
             b = row_of[(i, t)]
             v = values[b][min(col for col in range(L) if mask[b][col])]
@@ -188,11 +191,10 @@ def ref_turn_gae(keys, mask, values, gamma, lam):
             adv_row[b], ret_row[b] = a, a + v
             a_next, v_next = a, v
     adv = [[adv_row[b] if mask[b][col] else 0.0 for col in range(L)] for b in range(len(keys))]
-    ret = [[ret_row[b] if mask[b][col] else 0.0 for col in range(L)] for b in range(len(keys))]
-    return adv, ret
+    return adv, [ret_row[b] for b in range(len(keys))]
 
 
-def ref_token_gae(keys, mask, values, gamma, lam):
+def ref_token_gae(keys, mask, values, gamma, lam, bootstrap=None):
     """Token-level GAE over each trajectory's action tokens in time order; the turn reward sits on
     the turn's last action token; one recursion runs across the turn boundaries."""
     row_of = {key: b for b, key in enumerate(keys)}
@@ -204,7 +206,7 @@ def ref_token_gae(keys, mask, values, gamma, lam):
             b = row_of[(i, t)]
             cols = [col for col in range(L) if mask[b][col]]
             seq += [(b, col, traj.turns[t].reward if col == cols[-1] else 0.0) for col in cols]
-        a_next = v_next = 0.0
+        a_next, v_next = 0.0, (bootstrap or {}).get(i, 0.0)
         for b, col, r in reversed(seq):
             v = values[b][col]
             a = r + gamma * v_next - v + gamma * lam * a_next
@@ -412,11 +414,33 @@ def test_ppo_turn_hand_example_rows_in_reverse_time_order():
     trajs = [make_traj(0, 5, [("A", 0.0), ("B", 1.0)])]
     rows = turn_rows(trajs, [(0, 1), (0, 0)])
     mask = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]])
-    values = torch.tensor([[9.0, 0.4, 7.0], [5.0, 0.2, 3.0]])
+    values = torch.tensor([0.4, 0.2])  # per row: V(before turn 1), V(before turn 0)
     cfg = AlgoConfig(name="ppo_turn", gamma=0.5, lam=0.5, whiten_advantages=False)
     adv, ret = critic_token_advantages(cfg, rows, mask, values)
     assert torch.allclose(adv, torch.tensor([[0.0, 0.6, 0.6], [0.0, 0.15, 0.15]]), atol=1e-6)
-    assert torch.allclose(ret, torch.tensor([[0.0, 1.0, 1.0], [0.0, 0.35, 0.35]]), atol=1e-6)
+    assert torch.allclose(ret, torch.tensor([1.0, 0.35]), atol=1e-6)
+
+
+def test_ppo_turn_truncated_episode_bootstraps_from_the_value_after_its_last_turn():
+    # The same trajectory cut off by the turn cap after turn 1, with V(after turn 1) = 0.8:
+    #   turn 1: delta = 1 + 0.5 * 0.8 - 0.4 = 1.0, A1 = 1.0, return 1.4
+    #   turn 0: delta = 0 + 0.5 * 0.4 - 0.2 = 0.0, A0 = 0 + 0.25 * 1.0 = 0.25, return 0.45
+    trajs = [make_traj(0, 5, [("A", 0.0), ("B", 1.0)])]
+    rows = turn_rows(trajs, [(0, 1), (0, 0)])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]])
+    cfg = AlgoConfig(name="ppo_turn", gamma=0.5, lam=0.5, whiten_advantages=False)
+    adv, ret = critic_token_advantages(cfg, rows, mask, torch.tensor([0.4, 0.2]), bootstrap=torch.tensor([0.8, 0.8]))
+    assert torch.allclose(adv, torch.tensor([[0.0, 1.0, 1.0], [0.0, 0.25, 0.25]]), atol=1e-6)
+    assert torch.allclose(ret, torch.tensor([1.4, 0.45]), atol=1e-6)
+
+
+def test_group_estimators_ignore_truncation_bootstraps():
+    rows, mask = turn_rows(TRAJS, KEYS), response_mask_for(RESPONSE_LENGTHS)
+    truncated = [dataclasses.replace(t, truncated=True) for t in TRAJS]
+    for name in ("grpo", "gigpo", "hgpo"):
+        cfg = AlgoConfig(name=name)
+        assert torch.equal(group_baseline_token_advantages(cfg, rows, mask),
+                           group_baseline_token_advantages(cfg, turn_rows(truncated, KEYS), mask))
 
 
 def test_ppo_token_hand_example_bootstraps_across_turns():
@@ -437,22 +461,36 @@ def test_ppo_token_hand_example_bootstraps_across_turns():
     assert torch.allclose(ret, torch.tensor([[0.0, 0.375, 1.0], [0.0, 0.1234375, 0.19375]]), atol=1e-6)
 
 
+def critic_inputs(name, keys, mask, values, truncated_values):
+    """What the critic hands the estimator: turn values (first action column) or token values, and a
+    per-row bootstrap read on each trajectory's last row."""
+    per_row = values.gather(1, mask.argmax(dim=1, keepdim=True)).squeeze(1) if name == "ppo_turn" else values
+    bootstrap = torch.tensor([truncated_values.get(i, 0.0) for i, _ in keys])
+    return per_row, bootstrap
+
+
 @pytest.mark.parametrize("name", ["ppo_turn", "ppo_token"])
 @pytest.mark.parametrize("keys", [KEYS, SHUFFLED_KEYS], ids=["interleaved", "shuffled"])
 @pytest.mark.parametrize("whiten", [False, True])
-def test_critic_advantages_match_brute_force_gae(name, keys, whiten):
+@pytest.mark.parametrize("truncated", [{}, {0: 0.7, 3: -0.4}], ids=["done", "truncated"])
+def test_critic_advantages_match_brute_force_gae(name, keys, whiten, truncated):
     gamma, lam = 0.9, 0.8
     lengths = RESPONSE_LENGTHS if keys is KEYS else RESPONSE_LENGTHS[::-1]
     rows, mask = turn_rows(TRAJS, keys), response_mask_for(lengths)
     values = token_values_for(mask)
     cfg = AlgoConfig(name=name, gamma=gamma, lam=lam, whiten_advantages=whiten)
-    adv, ret = critic_token_advantages(cfg, rows, mask, values)
+    per_row, bootstrap = critic_inputs(name, keys, mask, values, truncated)
+    adv, ret = critic_token_advantages(cfg, rows, mask, per_row, bootstrap=bootstrap)
 
     ref = ref_turn_gae if name == "ppo_turn" else ref_token_gae
-    exp_adv, exp_ret = ref(keys, mask.tolist(), values.tolist(), gamma, lam)
-    assert_tokens_close(ret, exp_ret)  # returns = raw advantages + values, whitening or not
+    exp_adv, exp_ret = ref(keys, mask.tolist(), values.tolist(), gamma, lam, truncated)
+    if name == "ppo_turn":
+        assert_rows_close(ret, exp_ret)  # one return per turn: raw advantage + value
+    else:
+        assert_tokens_close(ret, exp_ret)  # returns = raw advantages + values, whitening or not
+        assert (ret[mask == 0] == 0).all()
     assert_tokens_close(adv, ref_whiten(exp_adv, mask.tolist()) if whiten else exp_adv)
-    assert (adv[mask == 0] == 0).all() and (ret[mask == 0] == 0).all()
+    assert (adv[mask == 0] == 0).all()
     if whiten:  # whitened over the batch's action tokens: mean 0, unbiased std 1
         on = adv[mask > 0].double()
         assert on.mean().item() == pytest.approx(0.0, abs=1e-6)
@@ -462,8 +500,9 @@ def test_critic_advantages_match_brute_force_gae(name, keys, whiten):
 def test_ppo_turn_and_ppo_token_differ_and_turn_uses_one_value_per_turn():
     rows, mask = turn_rows(TRAJS, KEYS), response_mask_for(RESPONSE_LENGTHS)
     values = token_values_for(mask)
+    turn_values, _ = critic_inputs("ppo_turn", KEYS, mask, values, {})
     turn_adv, _ = critic_token_advantages(AlgoConfig(name="ppo_turn", gamma=0.9, lam=0.8, whiten_advantages=False),
-                                          rows, mask, values)
+                                          rows, mask, turn_values)
     token_adv, _ = critic_token_advantages(AlgoConfig(name="ppo_token", gamma=0.9, lam=0.8, whiten_advantages=False),
                                            rows, mask, values)
     for b in range(len(KEYS)):
@@ -474,9 +513,26 @@ def test_ppo_turn_and_ppo_token_differ_and_turn_uses_one_value_per_turn():
     first = mask.argmax(dim=1)
     shifted = values + 10.0
     shifted[torch.arange(len(KEYS)), first] = values[torch.arange(len(KEYS)), first]
+    shifted_turn, _ = critic_inputs("ppo_turn", KEYS, mask, shifted, {})
     again, _ = critic_token_advantages(AlgoConfig(name="ppo_turn", gamma=0.9, lam=0.8, whiten_advantages=False),
-                                       rows, mask, shifted)
+                                       rows, mask, shifted_turn)
     assert torch.equal(again, turn_adv)
+
+
+def test_sppo_gives_every_turn_the_episode_score_minus_the_first_state_value():
+    # TRAJS[1] (id 10) scores 1.0, TRAJS[2] (id 11) 0.0; logits on their first rows: 0 and ln 3,
+    # i.e. V = 0.5 and 0.75. Other rows' logits must not matter.
+    rows, mask = turn_rows(TRAJS, KEYS), response_mask_for(RESPONSE_LENGTHS)
+    logits = torch.full((len(KEYS),), 9.0)
+    logits[KEYS.index((1, 0))] = 0.0
+    logits[KEYS.index((2, 0))] = math.log(3.0)
+    adv, targets = critic_token_advantages(AlgoConfig(name="sppo"), rows, mask, logits)
+    for b, (i, _) in enumerate(KEYS):
+        if i in (1, 2):
+            expected = 0.5 if i == 1 else -0.75
+            assert torch.allclose(adv[b][mask[b] > 0], torch.tensor(expected), atol=1e-6)
+    assert targets[KEYS.index((1, 2))] == 1.0 and targets[KEYS.index((2, 0))] == 0.0
+    assert first_rows_mask(rows).tolist() == [1.0 if t == 0 else 0.0 for _, t in KEYS]
 
 
 @pytest.mark.parametrize("name", ["grpo", "drgrpo", "gigpo", "hgpo"])
@@ -491,7 +547,7 @@ def test_critic_advantages_refuse_critic_free_algorithms(name):
 # ----------------------------------------------------------------------------------------------
 
 def test_uses_critic_only_for_ppo():
-    assert {n for n in ALGORITHMS if AlgoConfig(name=n).uses_critic} == {"ppo_token", "ppo_turn"}
+    assert {n for n in ALGORITHMS if AlgoConfig(name=n).uses_critic} == {"ppo_token", "ppo_turn", "sppo"}
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import torch
 from lightning.fabric import Fabric
 
 from policy.batch import TokenBatch
-from policy.learner import PPOConfig, PPOLearner, compute_old_logp
+from policy.learner import PPOConfig, PPOLearner
 from policy.logprobs import token_logprobs
 from tests.policy.test_learner import tiny_lm
 
@@ -37,25 +37,23 @@ def worker(fabric: Fabric) -> dict:
 
     model = tiny_lm()
     start = checksum(model)
-    learner = PPOLearner(fabric, model, PPOConfig(epochs=2, minibatch_size=1, lr=1e-2, seed=rank))
-    old_logp = compute_old_logp(learner.policy, batch.index(shard), chunk_size=2)
-    stats = learner.update(batch.index(shard), ADVANTAGES[shard], old_logp)
+    learner = PPOLearner(fabric, model, PPOConfig(epochs=2, minibatch_size=1, lr=1e-2), seed=rank)
+    stats = learner.update(batch.index(shard), ADVANTAGES[shard])
     sums = fabric.all_gather(checksum(learner.policy))  # (2, P)
     stats_everywhere = fabric.all_gather(torch.tensor(stats["losses/policy_loss"]))  # (2,)
 
     # lr 0, one step on each rank's shard: the averaged gradient is the full batch's token-mean gradient.
     grad_model = tiny_lm()
     grad_learner = PPOLearner(
-        fabric, grad_model, PPOConfig(epochs=1, minibatch_size=2, lr=0.0, max_grad_norm=None)
+        fabric, grad_model, PPOConfig(epochs=1, minibatch_size=2, lr=0.0, max_grad_norm=None), seed=0
     )
-    old_logp = compute_old_logp(grad_learner.policy, batch.index(shard), chunk_size=2)
-    grad_learner.update(batch.index(shard), ADVANTAGES[shard], old_logp)
+    grad_learner.update(batch.index(shard), ADVANTAGES[shard])
     grads = [p.grad.clone() for p in grad_model.parameters()]
 
     # Unequal shards would make the ranks take different numbers of steps: both ranks refuse.
     uneven = torch.tensor([0]) if rank == 0 else torch.tensor([1, 2])
     try:
-        learner.update(batch.index(uneven), ADVANTAGES[uneven], torch.zeros(len(uneven), 5))
+        learner.update(batch.index(uneven), ADVANTAGES[uneven], old_logp=torch.zeros(len(uneven), 5))
         refused = ""
     except ValueError as error:
         refused = str(error)
@@ -76,8 +74,8 @@ def test_sharded_update_keeps_ranks_identical_and_averages_gradients():
 
     batch = four_turns()
     model = tiny_lm()
-    old_logp = compute_old_logp(model, batch, chunk_size=4)
     logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    old_logp = logp.detach()
     mask = batch.response_mask
     ratio = torch.exp(logp - old_logp)
     (-(ADVANTAGES * ratio * mask).sum() / mask.sum()).backward()

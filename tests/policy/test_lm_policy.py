@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from envs.agent import Agent, AgentView
+from envs.agent import Agent, AgentView, SampledAction
 from envs.tokenizer import build_word_tokenizer
 from policy.batch import TokenBatch
 from policy.config import PolicyConfig
@@ -109,13 +109,18 @@ def test_act_returns_one_action_per_view_from_the_rendered_history():
     views = [AgentView(ENV, [], "say cat"), AgentView(ENV, trajectory.turns[:2], trajectory.turns[2].observation)]
     assert policy.prompts(views) == ["say cat\n>", render_text(trajectory.turns[:2], trajectory.turns[2].observation, 2)]
     actions = policy.act(views)
-    assert len(actions) == 2 and all(isinstance(a, str) for a in actions)
-    assert all("</s>" not in a for a in actions)  # the closing EOS is not part of the action
+    assert len(actions) == 2 and all(isinstance(a, SampledAction) for a in actions)
+    assert all("</s>" not in a.text for a in actions)  # the closing EOS is not part of the text
+    for action, prompt in zip(actions, policy.prompts(views), strict=True):
+        ids, _ = encode_prompts(TOKENIZER, [prompt], max_prompt_tokens=policy.cfg.max_prompt_tokens)
+        assert list(action.prompt_ids) == ids[0].tolist()  # the ids it conditioned on, no padding
+        assert len(action.logprobs) == len(action.action_ids) >= 1
+        assert action.ended == (action.action_ids[-1] == TOKENIZER.eos_token_id)
 
 
-def test_sampled_ids_survive_decode_and_re_encode_special_tokens_included():
-    # The learner re-encodes action texts; every sampled token (even <unk> or <pad>) must come back
-    # with its own id, or the update would train on tokens the policy never produced.
+def test_action_text_keeps_sampled_special_tokens():
+    # The env judges the text: a sampled <unk> or <pad> must show in it (and make the action
+    # malformed), not vanish; with a word-level tokenizer the text encodes back to the sampled ids.
     policy = make_policy(seed=3)
     with torch.no_grad():  # make special tokens likely so the round trip is exercised on them
         policy.model.lm_head.weight[[0, 1]] += 3.0 * policy.model.lm_head.weight.norm(dim=1).max()

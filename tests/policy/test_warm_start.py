@@ -122,8 +122,8 @@ def test_bad_arguments_are_named():
         behaviour_clone(make_policy(), [], progress=False)
 
 
-def test_expert_trajectories_come_from_collect():
-    pytest.importorskip("envs.collect")
-    trajectories = expert_trajectories(EchoEnv, n=5, seed=0)
+def test_expert_trajectories_play_one_episode_per_given_seed():
+    trajectories = expert_trajectories(EchoEnv, seeds=[7, 3, 11, 5, 2])
+    assert [t.seed for t in trajectories] == [7, 3, 11, 5, 2]
     assert len(trajectories) == 5 and all(t.success for t in trajectories)
     assert all(turn.action == turn.observation.split()[-1] for t in trajectories for turn in t.turns)
