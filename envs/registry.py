@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from envs.base import Env
+from envs.base import RealEnv
 from envs.frozen_lake import FrozenLakeEnv
 from envs.hidden_number import HiddenNumberEnv
 from envs.minishop import MiniShop
@@ -25,7 +25,7 @@ def env_options(name: str) -> list[str]:
     return [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def make(name: str, **kwargs: Any) -> Env:
+def make(name: str, **kwargs: Any) -> RealEnv:
     """Build environment ``name`` with its keyword options; unknown names or options fail clearly."""
     if name not in ENVIRONMENTS:
         raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(sorted(ENVIRONMENTS))}")
