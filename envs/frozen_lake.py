@@ -24,7 +24,7 @@ import re
 from collections import deque
 from collections.abc import Sequence
 
-from envs.base import StepResult, ensure_not_done
+from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
 from envs.tokenizer import words_of
 
 DEFAULT_MAP = ("SFFF", "FHFH", "FFFH", "HFFG")  # gymnasium's "4x4"
@@ -191,6 +191,7 @@ class FrozenLakeEnv:
         self._state = 0
         self._turn = 0
         self._done = True
+        self._started = False
 
     # --- map and text -----------------------------------------------------------------------
     @property
@@ -227,6 +228,7 @@ class FrozenLakeEnv:
         self._state = "".join(self._desc).index("S")
         self._turn = 0
         self._done = False
+        self._started = True
         return f"{HEADER}\n{self.render()}"
 
     def step(self, action: str) -> StepResult:
@@ -306,3 +308,36 @@ class FrozenLakeEnv:
     def vocabulary(self) -> list[str]:
         symbols = " ".join(list(_SYMBOL.values()) + list(_PLAYER.values()))
         return sorted(words_of([HEADER, ERROR, symbols, *ACTIONS]) | {"\n"})
+
+    # --- snapshots and tasks -----------------------------------------------------------------
+    def _options(self) -> dict:
+        return {
+            "desc": self._fixed, "size": self.size, "p_frozen": self.p_frozen,
+            "is_slippery": self.is_slippery, "max_turns": self.max_turns,
+        }
+
+    def snapshot(self) -> EnvSnapshot:
+        """The map, the player's cell, turn, done flag and the slip RNG's state."""
+        ensure_started(self._started, self.name, "snapshot")
+        state = {"rng": self._rng.getstate(), "desc": self._desc, "cell": self._state, "turn": self._turn,
+                 "done": self._done}
+        return EnvSnapshot.take(self.name, self._options(), state)
+
+    def restore(self, snapshot: EnvSnapshot) -> None:
+        state = snapshot_state(snapshot, self.name, self._options())
+        if state["desc"] != self._desc:  # another random map: its dynamics and expert cache differ
+            self._desc = state["desc"]
+            self._table = transition_table(self._desc, self.is_slippery)
+            self._values = None
+        self._rng = random.Random()
+        self._rng.setstate(state["rng"])
+        self._state, self._turn, self._done, self._started = state["cell"], state["turn"], state["done"], True
+
+    def task_key(self) -> str | None:
+        """The map's rows (the start is always ``S``, so the map is the whole task) for random maps.
+
+        None for a fixed map: every episode then poses the same task, there is no distribution to
+        hold tasks out of, and episodes differ at most in hidden slips.
+        """
+        ensure_started(self._started, self.name, "task_key")
+        return None if self._fixed is not None else "\n".join(self._desc)

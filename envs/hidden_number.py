@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import re
 
-from envs.base import StepResult, ensure_not_done
+from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
 from envs.tokenizer import words_of
 
 ANSWERS = ("higher", "lower", "correct")
@@ -87,6 +87,7 @@ class HiddenNumberEnv:
         self._history: list[tuple[int, str]] = []  # (guess, answer) of every valid call
         self._turn = 0
         self._done = True
+        self._started = False
 
     # --- text -------------------------------------------------------------------------------
     def _intro(self) -> str:
@@ -110,6 +111,7 @@ class HiddenNumberEnv:
         self._history = []
         self._turn = 0
         self._done = False
+        self._started = True
         return self._intro()
 
     def step(self, action: str) -> StepResult:
@@ -175,6 +177,36 @@ class HiddenNumberEnv:
         texts += [self._result_line(k, a) for k in numbers for a in ANSWERS]
         texts += [f"guess({k})" for k in numbers]
         return sorted(words_of(texts) | {"\n"})
+
+    # --- snapshots and tasks -----------------------------------------------------------------
+    def _options(self) -> dict:
+        return {"n": self.n, "max_turns": self.max_turns, "noise": self.noise, "observation": self.observation_mode}
+
+    def snapshot(self) -> EnvSnapshot:
+        """The hidden number, the tool results, turn, done flag and the lie RNG's state."""
+        ensure_started(self._started, self.name, "snapshot")
+        state = {
+            "rng": self._rng.getstate(),
+            "hidden": self._hidden,
+            "history": list(self._history),
+            "turn": self._turn,
+            "done": self._done,
+        }
+        return EnvSnapshot.take(self.name, self._options(), state)
+
+    def restore(self, snapshot: EnvSnapshot) -> None:
+        state = snapshot_state(snapshot, self.name, self._options())
+        self._rng = random.Random()
+        self._rng.setstate(state["rng"])
+        self._hidden, self._history = state["hidden"], state["history"]
+        self._turn, self._done, self._started = state["turn"], state["done"], True
+
+    def task_key(self) -> None:
+        """None: every episode starts from the same observation and the hidden number is never
+        shown, so an episode poses no observable task a policy could memorise. Held-out evaluation
+        for this env keeps its seeds apart instead (see ``envs.splits``)."""
+        ensure_started(self._started, self.name, "task_key")
+        return None
 
     # --- exact Bayes ------------------------------------------------------------------------
     def _likelihoods(self) -> list[float]:

@@ -24,7 +24,7 @@ import random
 import re
 
 from envs import minishop_pages as pages
-from envs.base import StepResult, ensure_not_done
+from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
 from envs.minishop_catalogue import (
     CATEGORIES,
     COLOURS,
@@ -187,6 +187,33 @@ class MiniShop:
 
     def anchor_observation(self) -> str:
         return self._page_text
+
+    # --- snapshots and tasks -------------------------------------------------------------------
+    _PAGE_STATE = ("_page", "_results", "_product", "_colour", "_size", "_page_text")
+
+    def _options(self) -> dict:
+        return {"num_products": self.num_products, "max_turns": self.max_turns, "results_per_page": self.results_per_page}
+
+    def snapshot(self) -> EnvSnapshot:
+        """The catalogue, the instruction, turn, done flag, and the page with its clicked options."""
+        ensure_started(self.instruction is not None, self.name, "snapshot")
+        state = {"catalogue": self.catalogue, "instruction": self.instruction, "turn": self.turn, "done": self.done}
+        state.update({attr: getattr(self, attr) for attr in self._PAGE_STATE})
+        return EnvSnapshot.take(self.name, self._options(), state)
+
+    def restore(self, snapshot: EnvSnapshot) -> None:
+        state = snapshot_state(snapshot, self.name, self._options())
+        self.catalogue, self.instruction = state["catalogue"], state["instruction"]
+        self._by_id = {p.id: p for p in self.catalogue}
+        self.turn, self.done = state["turn"], state["done"]
+        for attr in self._PAGE_STATE:
+            setattr(self, attr, state[attr])
+
+    def task_key(self) -> str:
+        """The instruction and the whole catalogue (every product's every field): together they
+        fix what a perfect purchase is and every page the agent can reach."""
+        ensure_started(self.instruction is not None, self.name, "task_key")
+        return "\n".join([repr(self.instruction), *map(repr, self.catalogue)])
 
     def vocabulary(self) -> list[str]:
         sample = Product(1, CATEGORIES[0], MATERIALS[0], STYLES[0], 10, COLOURS[:2], SIZES[:2])

@@ -37,6 +37,9 @@ class Product:
     colours: tuple[str, ...]
     sizes: tuple[str, ...]
 
+    def __deepcopy__(self, memo: dict) -> Product:
+        return self  # immutable, so sharing is as safe as copying (and snapshots stay cheap)
+
     @property
     def title(self) -> str:
         return f"{self.style} {self.material} {self.category}"
@@ -55,6 +58,9 @@ class Instruction:
     colour: str
     size: str
     cap: int
+
+    def __deepcopy__(self, memo: dict) -> Instruction:
+        return self  # immutable, so sharing is as safe as copying
 
     @property
     def text(self) -> str:

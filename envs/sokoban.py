@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from envs.base import StepResult, ensure_not_done
+from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
 from envs.sokoban_generator import generate_room
 from envs.sokoban_solver import ACTIONS, Puzzle, is_solved, move, solve
 from envs.tokenizer import words_of
@@ -144,6 +144,7 @@ class SokobanEnv:
         self._done = True  # nothing to step until reset
         self._plan: list[str] = []
         self._plan_state: tuple[int, frozenset[int]] | None = None
+        self._task: str | None = None  # the start room's grid, set by every reset
 
     def reset(self, seed: int) -> str:
         """Generate the room for ``seed`` (same seed, same room) and return its grid."""
@@ -166,6 +167,7 @@ class SokobanEnv:
         self.turn = 0
         self._done = False
         self._plan, self._plan_state = [], None
+        self._task = render_grid(puzzle, player, boxes)
 
     def step(self, action: str) -> StepResult:
         ensure_not_done(self._done, self.name)
@@ -213,6 +215,31 @@ class SokobanEnv:
     def vocabulary(self) -> list[str]:
         symbols = " ".join([WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET])
         return sorted(words_of([symbols, "\n", INVALID_ACTION_MESSAGE, *ACTIONS]))
+
+    # --- snapshots and tasks -----------------------------------------------------------------
+    def _options(self) -> dict:
+        return {"dim_room": self.dim_room, "num_boxes": self.num_boxes, "max_turns": self.max_turns}
+
+    def snapshot(self) -> EnvSnapshot:
+        """The room, player, boxes, turn, done flag, and the expert's cached plan (so a restored
+        env answers ``expert_action`` without searching again)."""
+        ensure_started(self._task is not None, self.name, "snapshot")
+        state = {
+            "puzzle": self.puzzle, "player": self.player, "boxes": self.boxes, "turn": self.turn,
+            "done": self._done, "plan": list(self._plan), "plan_state": self._plan_state, "task": self._task,
+        }
+        return EnvSnapshot.take(self.name, self._options(), state)
+
+    def restore(self, snapshot: EnvSnapshot) -> None:
+        state = snapshot_state(snapshot, self.name, self._options())
+        self.puzzle, self.player, self.boxes = state["puzzle"], state["player"], state["boxes"]
+        self.turn, self._done = state["turn"], state["done"]
+        self._plan, self._plan_state, self._task = state["plan"], state["plan_state"], state["task"]
+
+    def task_key(self) -> str:
+        """The start room's grid: walls, targets, boxes and player, which fix the whole puzzle."""
+        ensure_started(self._task is not None, self.name, "task_key")
+        return self._task
 
 
 def _is_int(value: object) -> bool:
