@@ -1,4 +1,9 @@
-"""The agent side of the rollout contract: what an agent sees and the batched ``act`` it offers."""
+"""The agent side of the rollout contract: what an agent sees and the batched ``act`` it offers.
+
+An agent answers each view with the action text, or, when it is a token-level policy, with the
+``SampledAction`` it drew (text plus the exact prompt ids, action ids and log-probs), which
+``collect`` keeps on the turn so training never re-tokenises text.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from envs.base import Env
-from envs.trajectory import Turn
+from envs.trajectory import SampledAction, Turn
+
+__all__ = ["Agent", "AgentView", "ExpertAgent", "RandomAgent", "SampledAction"]
 
 
 @dataclass
@@ -20,14 +27,14 @@ class AgentView:
     """
 
     env: Env
-    turns: list[Turn]  # the episode so far, oldest first
+    turns: list[Turn]  # the episode so far, oldest first (a restored branch prefix included)
     observation: str  # the current observation, shown before acting
 
 
 @runtime_checkable
 class Agent(Protocol):
-    def act(self, views: Sequence[AgentView]) -> list[str]:
-        """Return one action text per view, in order."""
+    def act(self, views: Sequence[AgentView]) -> Sequence[str | SampledAction]:
+        """Return one action per view, in order: its text, or what a token-level policy sampled."""
         ...
 
 
