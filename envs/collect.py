@@ -1,24 +1,38 @@
 """Roll an agent out in an environment: groups of episodes, stepped in lock-step batches.
 
-Group ``g`` resets every one of its ``group_size`` episodes with the env seed
-``group_env_seed(seed, g)``, so members of a group start from the same state (what GRPO-style
-group baselines compare). All episodes run together: each step the agent's batched ``act`` is
-called once with a view of every episode still running.
+Every group has one start state, shared by its ``group_size`` episodes (what GRPO-style group
+baselines compare). The start states come from exactly one of:
+
+- ``n_groups`` and ``seed``: group ``g`` resets with ``group_env_seed(seed, g)``;
+- ``group_seeds``: group ``g`` resets with ``group_seeds[g]`` (e.g. a chosen training split);
+- ``branches``: group ``g`` starts after the first ``k`` turns of a recorded trajectory, given as
+  ``(trajectory, k)``. A fresh env is reset with ``trajectory.seed`` and the ``k`` recorded actions
+  are replayed; every answer must equal the recording, else ``BranchReplayError`` (an env whose RNG
+  is seeded by ``reset`` replays exactly). Replaying restores a state, like a snapshot restore: it is
+  not new experience, so ``count_env_steps`` leaves those ``k`` turns out.
+
+All episodes run together: each step the agent's batched ``act`` is called once with a view of
+every episode still running.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tqdm import tqdm
 
 from envs.agent import Agent, AgentView
 from envs.base import Env
-from envs.trajectory import Source, Trajectory, Turn
+from envs.trajectory import SampledAction, Source, Trajectory, Turn
 
 _SEED_STRIDE = 1_000_003  # a prime larger than any sensible n_groups: seeds of different `seed`s never meet
+
+
+class BranchReplayError(RuntimeError):
+    """Replaying a branch prefix did not reproduce the recorded trajectory."""
 
 
 def group_env_seed(seed: int, group: int) -> int:
@@ -27,67 +41,96 @@ def group_env_seed(seed: int, group: int) -> int:
 
 
 def count_env_steps(trajectories: list[Trajectory], source: Source | None = "real") -> int:
-    """Env steps (turns) in the trajectories of ``source`` (``None``: all); by default real steps only."""
-    return sum(t.num_turns for t in trajectories if source is None or t.source == source)
+    """Env steps played in the trajectories of ``source`` (``None``: all); by default real steps only.
+
+    A restored branch prefix (``turns[:branch_turn]``) is not counted: it was played, and counted,
+    in the trajectory it was copied from.
+    """
+    return sum(t.num_turns - t.branch_turn for t in trajectories if source is None or t.source == source)
 
 
 def collect(
     agent: Agent,
     env_name_or_factory: str | Callable[[], Env],
     *,
-    n_groups: int,
     group_size: int,
-    seed: int,
+    n_groups: int | None = None,
+    seed: int | None = None,
+    group_seeds: Sequence[int] | None = None,
+    branches: Sequence[tuple[Trajectory, int]] | None = None,
     max_turns: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     source: Source = "real",
+    first_group_id: int = 0,
+    first_trajectory_id: int = 0,
     progress: bool = True,
 ) -> list[Trajectory]:
-    """Run ``n_groups * group_size`` episodes and return them ordered by ``trajectory_id``.
+    """Run ``group_size`` episodes per group and return them ordered by ``trajectory_id``.
+
+    Give the groups' start states by exactly one of ``n_groups`` (with ``seed``), ``group_seeds`` or
+    ``branches`` (see the module docstring). Group ``g`` gets ``group_id = first_group_id + g``;
+    trajectory ids count up from ``first_trajectory_id``, so successive calls can be given disjoint
+    ranges and merged (``merge_trajectories``).
 
     ``env_name_or_factory`` is a registry name (built with ``envs.registry.make(name, **env_kwargs)``)
     or a zero-argument callable returning a fresh env; with a callable, ``env_kwargs`` is only
-    recorded on the trajectories. An episode ends when the env says done or after ``max_turns``
-    turns (default: the env's own ``max_turns``); a cut-off episode's last turn keeps ``done=False``.
-    ``success`` is the last step's ``info["success"]`` (False if absent); a turn's ``valid`` is
-    ``info["valid"]`` (True if absent); the anchor observation is read before the agent acts.
+    recorded on the trajectories. An episode ends when the env says done, or is truncated when it
+    reaches ``max_turns`` turns (default: the env's own ``max_turns``; a branch prefix counts towards
+    it); a truncated episode's last turn keeps ``done=False`` and the trajectory has
+    ``truncated=True``. ``success`` is the last step's ``info["success"]`` (False if absent); a
+    turn's ``valid`` is ``info["valid"]`` (True if absent). The anchor observation is read before the
+    agent acts, from ``env.anchor_observation()`` where the env has one, else the observation itself
+    (a world-model env offers only ``reset`` / ``step``). The agent may answer with text or with
+    ``SampledAction``s; a sample is kept on its turn.
     """
-    if n_groups < 0 or group_size < 1:
-        raise ValueError(f"need n_groups >= 0 and group_size >= 1, got {n_groups} and {group_size}")
+    if group_size < 1:
+        raise ValueError(f"need group_size >= 1, got {group_size}")
     if source not in ("real", "imagined"):
         raise ValueError(f"source must be 'real' or 'imagined', got {source!r}")
     if max_turns is not None and max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+    if first_group_id < 0 or first_trajectory_id < 0:
+        raise ValueError(f"first ids must be >= 0, got {first_group_id} and {first_trajectory_id}")
+    starts = _group_starts(n_groups, seed, group_seeds, branches)
     env_kwargs = dict(env_kwargs or {})
     make_env = _env_factory(env_name_or_factory, env_kwargs)
 
     envs: list[Env] = []
     trajectories: list[Trajectory] = []
     observations: list[str] = []
-    for group in range(n_groups):
-        env_seed = group_env_seed(seed, group)
+    for group, (env_seed, branch, k) in enumerate(starts):
         for _ in range(group_size):
             env = make_env()
-            observations.append(env.reset(env_seed))
+            if branch is None:
+                observations.append(env.reset(env_seed))
+            else:
+                observations.append(_restore(env, env_kwargs, branch, k))
             envs.append(env)
             trajectories.append(
                 Trajectory(
                     env_name=env.name,
                     env_kwargs=dict(env_kwargs),
                     seed=env_seed,
-                    group_id=group,
-                    trajectory_id=len(trajectories),
+                    group_id=first_group_id + group,
+                    trajectory_id=first_trajectory_id + len(trajectories),
                     source=source,
+                    turns=[] if branch is None else [replace(turn) for turn in branch.turns[:k]],
+                    branch_turn=k,
                 )
             )
     limits = [max_turns if max_turns is not None else env.max_turns for env in envs]
+    for traj, limit in zip(trajectories, limits, strict=True):
+        if traj.branch_turn >= limit:
+            raise ValueError(
+                f"a branch at turn {traj.branch_turn} leaves no turn to play under the cap of {limit} turns"
+            )
 
     bar = tqdm(
         total=len(envs), desc="episodes", unit="ep", disable=None if progress else True, file=sys.stderr
     )
     active = list(range(len(envs)))
     while active:
-        anchors = [envs[i].anchor_observation() for i in active]  # before acting: the state acted in
+        anchors = [_anchor(envs[i], observations[i]) for i in active]  # before acting: the state acted in
         views = [
             AgentView(env=envs[i], turns=list(trajectories[i].turns), observation=observations[i])
             for i in active
@@ -97,30 +140,103 @@ def collect(
             raise ValueError(f"agent.act returned {len(actions)} actions for {len(views)} views")
         still_active = []
         for i, action, anchor in zip(active, actions, anchors, strict=True):
-            if not isinstance(action, str):
-                raise TypeError(f"agent.act must return strings, got {type(action).__name__}")
-            result = envs[i].step(action)
+            sample = action if isinstance(action, SampledAction) else None
+            text = action.text if sample is not None else action
+            if not isinstance(text, str):
+                raise TypeError(f"agent.act must return str or SampledAction, got {type(action).__name__}")
+            result = envs[i].step(text)
             traj = trajectories[i]
             traj.turns.append(
                 Turn(
                     observation=observations[i],
-                    action=action,
+                    action=text,
                     next_observation=result.observation,
                     reward=float(result.reward),
                     done=bool(result.done),
                     valid=bool(result.info.get("valid", True)),
                     anchor_observation=anchor,
+                    sample=sample,
                 )
             )
             observations[i] = result.observation
             if result.done or traj.num_turns >= limits[i]:
                 traj.success = bool(result.info.get("success", False))
+                traj.truncated = not result.done
                 bar.update(1)
             else:
                 still_active.append(i)
         active = still_active
     bar.close()
     return trajectories
+
+
+def _group_starts(
+    n_groups: int | None,
+    seed: int | None,
+    group_seeds: Sequence[int] | None,
+    branches: Sequence[tuple[Trajectory, int]] | None,
+) -> list[tuple[int, Trajectory | None, int]]:
+    """``(env seed, branch trajectory or None, prefix length)`` per group, from the one way given."""
+    given = {"n_groups": n_groups, "group_seeds": group_seeds, "branches": branches}
+    chosen = [name for name, value in given.items() if value is not None]
+    if len(chosen) != 1:
+        raise ValueError(
+            f"give exactly one of n_groups (with seed), group_seeds or branches; got {chosen or 'none'}"
+        )
+    if n_groups is not None:
+        if seed is None:
+            raise ValueError("n_groups needs seed: group g resets with group_env_seed(seed, g)")
+        if n_groups < 0:
+            raise ValueError(f"need n_groups >= 0, got {n_groups}")
+        return [(group_env_seed(seed, g), None, 0) for g in range(n_groups)]
+    if seed is not None:  # it would be silently ignored
+        raise ValueError(f"seed is only used with n_groups; {chosen[0]} fixes the start states itself")
+    if group_seeds is not None:
+        return [(int(s), None, 0) for s in group_seeds]
+    starts = []
+    for traj, k in branches:
+        if not 0 <= k <= traj.num_turns:
+            raise ValueError(
+                f"cannot branch trajectory {traj.trajectory_id} at turn {k}: it has {traj.num_turns} turns"
+            )
+        if k > 0 and traj.turns[k - 1].done:
+            raise ValueError(
+                f"cannot branch trajectory {traj.trajectory_id} at turn {k}: the episode ended there"
+            )
+        starts.append((traj.seed, traj, k))
+    return starts
+
+
+def _restore(env: Env, env_kwargs: dict[str, Any], branch: Trajectory, k: int) -> str:
+    """Reset ``env`` with ``branch.seed``, replay its first ``k`` actions, and return the observation then."""
+    where = f"branch from trajectory {branch.trajectory_id} (seed {branch.seed}, turn {k})"
+    if (env.name, env_kwargs) != (branch.env_name, branch.env_kwargs):
+        raise ValueError(
+            f"{where}: it was recorded on {branch.env_name!r} with {branch.env_kwargs}, "
+            f"but this collect builds {env.name!r} with {env_kwargs}"
+        )
+    observation = env.reset(branch.seed)
+    if branch.turns and observation != branch.turns[0].observation:
+        raise BranchReplayError(
+            f"{where}: reset gave {observation!r}, the recording starts at {branch.turns[0].observation!r}"
+        )
+    for t, turn in enumerate(branch.turns[:k]):
+        result = env.step(turn.action)
+        got = (result.observation, float(result.reward), bool(result.done))
+        recorded = (turn.next_observation, turn.reward, turn.done)
+        if got != recorded:
+            raise BranchReplayError(
+                f"{where}: replaying turn {t} ({turn.action!r}) gave (observation, reward, done) = {got!r}, "
+                f"the recording has {recorded!r}; the env is not determined by its reset seed, "
+                "or it is not the env that recorded the trajectory"
+            )
+        observation = result.observation
+    return observation
+
+
+def _anchor(env: Env, observation: str) -> str:
+    read = getattr(env, "anchor_observation", None)  # a scripted extra: core-only envs lack it
+    return read() if callable(read) else observation
 
 
 def _env_factory(

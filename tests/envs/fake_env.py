@@ -3,6 +3,7 @@
 ``GuessEnv`` hides ``target = seed % 9 + 1`` (plain arithmetic, so tests can work outcomes out by
 hand) and answers ``guess N`` with ``higher`` / ``lower`` / ``correct``. Its anchor observation
 ``t=<turns taken> hint=<last hint>`` changes on every step, which shows when it was read.
+``CoreGuessEnv`` is the same game with only the core protocol, like a world-model env.
 """
 
 from __future__ import annotations
@@ -80,3 +81,19 @@ class ScriptedAgent:
 def count_up(view: AgentView) -> str:
     """Guess 1, 2, 3, ... : the episode with target k ends after exactly k turns."""
     return f"guess {len(view.turns) + 1}"
+
+
+class CoreGuessEnv:
+    """``GuessEnv`` with only ``name``, ``max_turns``, ``reset`` and ``step``: no scripted extras."""
+
+    name = "fake_guess"
+
+    def __init__(self, max_turns: int = 6) -> None:
+        self.max_turns = max_turns
+        self._inner = GuessEnv(max_turns)
+
+    def reset(self, seed: int) -> str:
+        return self._inner.reset(seed)
+
+    def step(self, action: str) -> StepResult:
+        return self._inner.step(action)
