@@ -26,7 +26,16 @@ writer's temp files (the kernel drops a dead process's ``flock``). The same lock
 concurrent appenders. Appends cost O(new data): earlier shards are never rewritten.
 
 Columns are declared explicitly (``FEATURES``); per-turn records use ``datasets.List`` (not
-``Sequence``, which turns a list of dicts into a dict of lists); ``env_kwargs`` is a JSON string.
+``Sequence``, which turns a list of dicts into a dict of lists); ``env_kwargs`` is a JSON string;
+``iteration`` and ``policy_version`` are null when unrecorded. Shards written before the columns
+``truncated``, ``branch_turn``, ``iteration`` and ``policy_version`` existed still load, with the
+defaults (False, 0, None, None).
+
+``Turn.sample`` (a policy's prompt ids, action ids and log-probs) is not stored and loads as None.
+Token ids only mean something to the tokenizer that made them, and log-probs only to the policy
+version that sampled them; stored trajectories outlive both and are read by the world model, the
+critic and other agents as text. The learner builds its batch from the samples in memory, in the
+iteration that drew them.
 """
 
 from __future__ import annotations
@@ -39,7 +48,6 @@ import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +82,15 @@ FEATURES = Features(
         "success": Value("bool"),
         "episode_return": Value("float64"),  # derived; stored for direct use of the dataset
         "turns": List(TURN_FEATURES),
+        # Appended after the original columns, so older shards gain them at the end (see _upgrade).
+        "truncated": Value("bool"),
+        "branch_turn": Value("int64"),
+        "iteration": Value("int64"),  # null: not recorded
+        "policy_version": Value("int64"),  # null: not recorded
     }
 )
+_ADDED_COLUMNS = {"truncated": False, "branch_turn": 0, "iteration": None, "policy_version": None}
+_FIRST_FEATURES = Features({name: f for name, f in FEATURES.items() if name not in _ADDED_COLUMNS})
 
 
 class StoreError(RuntimeError):
@@ -103,7 +118,11 @@ def trajectory_to_record(traj: Trajectory) -> dict[str, Any]:
         "source": traj.source,
         "success": traj.success,
         "episode_return": traj.episode_return,
-        "turns": [asdict(turn) for turn in traj.turns],
+        "turns": [{name: getattr(turn, name) for name in TURN_FEATURES} for turn in traj.turns],
+        "truncated": traj.truncated,
+        "branch_turn": traj.branch_turn,
+        "iteration": traj.iteration,
+        "policy_version": traj.policy_version,
     }
 
 
@@ -118,6 +137,10 @@ def record_to_trajectory(record: dict[str, Any]) -> Trajectory:
         source=record["source"],
         turns=[Turn(**turn) for turn in record["turns"]],
         success=record["success"],
+        truncated=record["truncated"],
+        branch_turn=record["branch_turn"],
+        iteration=record["iteration"],
+        policy_version=record["policy_version"],
     )
 
 
@@ -209,6 +232,8 @@ class TrajectoryStore:
             ds = datasets.load_from_disk(str(path))
         except Exception as err:  # datasets raises several types for a damaged folder
             raise StoreError(f"{path}: committed shard cannot be read ({err})") from err
+        if isinstance(ds, Dataset) and ds.features == _FIRST_FEATURES:
+            ds = _upgrade(ds)
         if not isinstance(ds, Dataset) or ds.features != FEATURES or len(ds) != entry["num_trajectories"]:
             raise StoreError(f"{path}: committed shard does not match the manifest or the store schema")
         return ds
@@ -232,6 +257,13 @@ class TrajectoryStore:
                     shutil.rmtree(target)
                 else:
                     target.unlink()
+
+
+def _upgrade(ds: Dataset) -> Dataset:
+    """A shard from before the added columns, with them filled in (in memory: the shard is not touched)."""
+    for name, default in _ADDED_COLUMNS.items():
+        ds = ds.add_column(name, [default] * len(ds), feature=FEATURES[name])
+    return ds
 
 
 def _is_leftover(name: str, committed: set[str]) -> bool:

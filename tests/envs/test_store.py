@@ -10,17 +10,30 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+from datasets import Dataset, Features
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.store import FEATURES, TURN_FEATURES, StoreError, TrajectoryStore
-from envs.trajectory import Trajectory, Turn
+from envs.store import FEATURES, TURN_FEATURES, StoreError, TrajectoryStore, trajectory_to_record
+from envs.trajectory import SampledAction, Trajectory, Turn
 
 REPO = Path(__file__).resolve().parents[2]
+# The columns of the first store schema, before truncation, branching and policy versions.
+OLD_COLUMNS = {
+    "env_name",
+    "env_kwargs",
+    "seed",
+    "group_id",
+    "trajectory_id",
+    "source",
+    "success",
+    "episode_return",
+    "turns",
+}
 
 
 def make_traj(trajectory_id: int, source: str = "real", n_turns: int = 2) -> Trajectory:
@@ -45,6 +58,10 @@ def make_traj(trajectory_id: int, source: str = "real", n_turns: int = 2) -> Tra
         source=source,
         turns=turns,
         success=trajectory_id % 2 == 1,
+        truncated=trajectory_id % 3 == 2,
+        branch_turn=min(trajectory_id % 2, n_turns),
+        iteration=None if trajectory_id % 2 else 3 * trajectory_id,
+        policy_version=None if trajectory_id % 2 else 2**40 + trajectory_id,  # beyond int32
     )
 
 
@@ -57,8 +74,50 @@ def tree_digest(folder: Path) -> str:
 
 
 def test_schema_matches_the_dataclasses() -> None:
-    assert set(TURN_FEATURES) == {f.name for f in fields(Turn)}
+    assert set(TURN_FEATURES) == {f.name for f in fields(Turn)} - {"sample"}  # samples are not stored
     assert set(FEATURES) == {f.name for f in fields(Trajectory)} | {"episode_return"}
+
+
+def test_turn_samples_are_not_stored(tmp_path: Path) -> None:
+    traj = make_traj(0)
+    traj.turns[0].sample = SampledAction("guess(0)", (5, 6), (7, 2), (-0.1, -0.2), ended=True)
+    TrajectoryStore(tmp_path).append([traj])
+    (loaded,) = TrajectoryStore(tmp_path).load()
+    assert loaded.turns[0].sample is None
+    traj.turns[0].sample = None
+    assert loaded == traj
+
+
+def test_new_fields_are_stored_with_nulls(tmp_path: Path) -> None:
+    TrajectoryStore(tmp_path).append([make_traj(0), make_traj(1), make_traj(2)])
+    ds = TrajectoryStore(tmp_path).dataset()
+    assert ds["truncated"] == [False, False, True]
+    assert ds["branch_turn"] == [0, 1, 0]
+    assert ds["iteration"] == [0, None, 6]
+    assert ds["policy_version"] == [2**40, None, 2**40 + 2]
+
+
+def test_shards_written_before_the_new_fields_load_with_defaults(tmp_path: Path) -> None:
+    """A store from before ``truncated``/``branch_turn``/``iteration``/``policy_version`` still loads
+    (defaults False, 0, None, None), and takes appends in the current schema."""
+    old_features = Features({name: f for name, f in FEATURES.items() if name in OLD_COLUMNS})
+    written = replace(make_traj(2), branch_turn=1)  # every new field away from its default
+    old_row = {name: value for name, value in trajectory_to_record(written).items() if name in OLD_COLUMNS}
+    Dataset.from_list([old_row], features=old_features).save_to_disk(str(tmp_path / "shard-00000"))
+    manifest = {
+        "format": "reverie-trajectory-store",
+        "version": 1,
+        "shards": [{"name": "shard-00000", "num_trajectories": 1}],
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    before = tree_digest(tmp_path / "shard-00000")
+    store = TrajectoryStore(tmp_path)
+    expected_old = replace(written, truncated=False, branch_turn=0, iteration=None, policy_version=None)
+    assert store.load() == [expected_old]
+    store.append([make_traj(2)])
+    assert store.load() == [expected_old, make_traj(2)]
+    assert store.dataset().features == FEATURES
+    assert tree_digest(tmp_path / "shard-00000") == before  # upgraded in memory only
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:
@@ -194,21 +253,29 @@ json_value = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
     max_leaves=6,
 )
-traj_st = st.builds(
-    Trajectory,
-    env_name=texts,
-    env_kwargs=st.dictionaries(texts, json_value, max_size=3),
-    seed=int64,
-    group_id=int64,
-    trajectory_id=int64,
-    source=st.sampled_from(["real", "imagined"]),
-    turns=st.lists(turn_st, max_size=3),
-    success=st.booleans(),
-)
+
+
+@st.composite
+def traj_st(draw: st.DrawFn) -> Trajectory:
+    turns = draw(st.lists(turn_st, max_size=3))
+    return Trajectory(
+        env_name=draw(texts),
+        env_kwargs=draw(st.dictionaries(texts, json_value, max_size=3)),
+        seed=draw(int64),
+        group_id=draw(int64),
+        trajectory_id=draw(int64),
+        source=draw(st.sampled_from(["real", "imagined"])),
+        turns=turns,
+        success=draw(st.booleans()),
+        truncated=draw(st.booleans()),
+        branch_turn=draw(st.integers(0, len(turns))),
+        iteration=draw(st.none() | int64),
+        policy_version=draw(st.none() | int64),
+    )
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches=st.lists(st.lists(traj_st, max_size=3), min_size=1, max_size=2))
+@given(batches=st.lists(st.lists(traj_st(), max_size=3), min_size=1, max_size=2))
 def test_random_trajectories_round_trip(batches: list[list[Trajectory]]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = TrajectoryStore(folder)
