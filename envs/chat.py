@@ -10,7 +10,8 @@ One line holds one trajectory::
                   {"role": "tool", "content": next_obs_1}, ...],
      "rewards": [r_0, r_1, ...], "episode_return": float, "success": bool,
      "env_name": str, "env_kwargs": {...}, "seed": int, "group_id": int, "trajectory_id": int,
-     "source": "real" | "imagined", "dones": [...], "valid": [...], "anchors": [...]}
+     "source": "real" | "imagined", "dones": [...], "valid": [...], "anchors": [...],
+     "truncated": bool, "branch_turn": int, "iteration": int | null, "policy_version": int | null}
 
 Observations are ``user`` or ``tool`` messages, actions are ``assistant`` messages. Between two
 actions there is one observation message (the tool result, which is also the next turn's
@@ -19,10 +20,12 @@ After the last action there is at most one (its tool result; missing means ``""`
 
 Importing fills what a foreign file leaves out: rewards from ``"rewards"`` (a list), else
 ``"reward"`` (a final reward on the last turn), else ``"episode_return"`` on the last turn, else
-zeros; ``dones`` False except the last turn; ``valid`` True; anchors equal to the observations;
-``success`` False; ``env_name`` ``"unknown"``; ``seed`` -1 (unknown); ``trajectory_id`` and
-``group_id`` the 0-based line number; ``source`` ``"real"``. Unknown keys are ignored. Files are
-parsed with ``json`` only: nothing is evaluated or unpickled.
+zeros; ``truncated`` False; ``dones`` False except the last turn (unless ``truncated``); ``valid``
+True; anchors equal to the observations; ``success`` False; ``env_name`` ``"unknown"``; ``seed`` -1
+(unknown); ``trajectory_id`` and ``group_id`` the 0-based line number; ``source`` ``"real"``;
+``branch_turn`` 0; ``iteration`` and ``policy_version`` null. Unknown keys are ignored. Files are
+parsed with ``json`` only: nothing is evaluated or unpickled. ``Turn.sample`` (token ids) is not
+exported: a chat file carries text.
 """
 
 from __future__ import annotations
@@ -78,6 +81,10 @@ def trajectory_to_chat_record(traj: Trajectory, system_prompt: str | None = None
         "dones": [t.done for t in traj.turns],
         "valid": [t.valid for t in traj.turns],
         "anchors": [t.anchor_observation for t in traj.turns],
+        "truncated": traj.truncated,
+        "branch_turn": traj.branch_turn,
+        "iteration": traj.iteration,
+        "policy_version": traj.policy_version,
     }
 
 
@@ -127,12 +134,18 @@ def chat_record_to_trajectory(record: Any, index: int = 0) -> Trajectory:
     n = len(steps)
     observations = [obs for obs, _, _ in steps]
     rewards = _rewards(record, n)
-    dones = _list_field(record, "dones", bool, n, [k == n - 1 for k in range(n)])
+    truncated = _field(record, "truncated", bool, False)
+    dones = _list_field(record, "dones", bool, n, [k == n - 1 and not truncated for k in range(n)])
     valid = _list_field(record, "valid", bool, n, [True] * n)
     anchors = _list_field(record, "anchors", str, n, observations)
     source = _field(record, "source", str, "real")
     if source not in ("real", "imagined"):
         raise ChatFormatError(f"'source' must be 'real' or 'imagined', got {source!r}")
+    if truncated and n and dones[-1]:
+        raise ChatFormatError("'truncated' is true but the last turn is done: an episode ends one way")
+    branch_turn = _field(record, "branch_turn", int, 0)
+    if not 0 <= branch_turn <= n:
+        raise ChatFormatError(f"'branch_turn' is {branch_turn} but the messages hold {n} turns")
     turns = [
         Turn(obs, action, next_obs, rewards[k], dones[k], valid[k], anchors[k])
         for k, (obs, action, next_obs) in enumerate(steps)
@@ -146,6 +159,10 @@ def chat_record_to_trajectory(record: Any, index: int = 0) -> Trajectory:
         source=source,
         turns=turns,
         success=_field(record, "success", bool, False),
+        truncated=truncated,
+        branch_turn=branch_turn,
+        iteration=_field(record, "iteration", int, None, nullable=True),
+        policy_version=_field(record, "policy_version", int, None, nullable=True),
     )
 
 
@@ -232,12 +249,15 @@ def _check_type(value: Any, kind: type) -> bool:
     return isinstance(value, kind)
 
 
-def _field(record: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+def _field(record: dict[str, Any], key: str, kind: type, default: Any, nullable: bool = False) -> Any:
     if key not in record:
         return default
     value = record[key]
+    if value is None and nullable:
+        return None
     if not _check_type(value, kind):
-        raise ChatFormatError(f"'{key}' must be {kind.__name__}, got {type(value).__name__}")
+        expected = f"{kind.__name__} or null" if nullable else kind.__name__
+        raise ChatFormatError(f"'{key}' must be {expected}, got {type(value).__name__}")
     return float(value) if kind is float else value
 
 

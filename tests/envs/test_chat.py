@@ -28,6 +28,9 @@ def two_turn() -> Trajectory:
             Turn("higher", "guess 6", "bad format: use guess(k)", -0.5, True, False, "lo=5 hi=8"),
         ],
         success=False,
+        branch_turn=1,
+        iteration=4,
+        policy_version=9,
     )
 
 
@@ -70,6 +73,12 @@ def test_record_carries_rewards_and_metadata(tmp_path: Path) -> None:
     assert (record["group_id"], record["trajectory_id"]) == (3, 7)
     assert record["valid"] == [True, False] and record["dones"] == [False, True]
     assert record["anchors"] == ["lo=1 hi=8", "lo=5 hi=8"]
+    assert (record["truncated"], record["branch_turn"], record["iteration"], record["policy_version"]) == (
+        False,
+        1,
+        4,
+        9,
+    )
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:
@@ -120,6 +129,19 @@ def test_minimal_foreign_file_imports_with_defaults(tmp_path: Path) -> None:
     assert second.turns == [Turn("q", "a", "", 0.5, True, True, "q")]
     assert (second.trajectory_id, second.group_id) == (1, 1)
     assert third.turns[0].reward == 0.0 and third.trajectory_id == 2
+    assert (third.truncated, third.branch_turn, third.iteration, third.policy_version) == (
+        False,
+        0,
+        None,
+        None,
+    )
+
+
+def test_a_truncated_foreign_episode_has_no_done_turn(tmp_path: Path) -> None:
+    record = {**json.loads(GOOD), "truncated": True, "iteration": None}
+    (traj,) = import_chat_jsonl(write_lines(tmp_path / "f.jsonl", [json.dumps(record)]))
+    assert traj.truncated and traj.iteration is None
+    assert [t.done for t in traj.turns] == [False]
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -172,6 +194,19 @@ def test_two_assistant_messages_in_a_row(tmp_path: Path) -> None:
         ({"messages": json.loads(GOOD)["messages"], "source": "dream"}, "'source' must be"),
         ({"messages": json.loads(GOOD)["messages"], "rewards": [1.0], "episode_return": 2.0}, "sum to 1.0"),
         ({"messages": [], "reward": 1.0}, "no assistant turn"),
+        ({"messages": json.loads(GOOD)["messages"], "truncated": True, "dones": [True]}, "ends one way"),
+        (
+            {"messages": json.loads(GOOD)["messages"], "branch_turn": 2},
+            "'branch_turn' is 2 but the messages hold 1",
+        ),
+        (
+            {"messages": json.loads(GOOD)["messages"], "iteration": "3"},
+            "'iteration' must be int or null, got str",
+        ),
+        (
+            {"messages": json.loads(GOOD)["messages"], "truncated": None},
+            "'truncated' must be bool, got NoneType",
+        ),
     ],
 )
 def test_malformed_records_say_what_is_wrong(tmp_path: Path, record: dict, what: str) -> None:
@@ -189,23 +224,34 @@ turn_st = st.builds(
     Turn, texts, texts, texts, st.floats(allow_nan=False), st.booleans(), st.booleans(), texts
 )
 # Observations drawn independently of earlier results exercise the extra-user-message path.
-traj_st = st.builds(
-    Trajectory,
-    env_name=texts,
-    env_kwargs=st.dictionaries(
-        texts, st.integers() | texts | st.lists(st.booleans(), max_size=2), max_size=2
-    ),
-    seed=st.integers(),
-    group_id=st.integers(),
-    trajectory_id=st.integers(),
-    source=st.sampled_from(["real", "imagined"]),
-    turns=st.lists(turn_st, max_size=4),
-    success=st.booleans(),
-)
+
+
+@st.composite
+def traj_st(draw: st.DrawFn) -> Trajectory:
+    turns = draw(st.lists(turn_st, max_size=4))
+    truncated = draw(st.booleans())
+    if truncated and turns:  # a truncated episode's last turn is not done
+        turns[-1].done = False
+    return Trajectory(
+        env_name=draw(texts),
+        env_kwargs=draw(
+            st.dictionaries(texts, st.integers() | texts | st.lists(st.booleans(), max_size=2), max_size=2)
+        ),
+        seed=draw(st.integers()),
+        group_id=draw(st.integers()),
+        trajectory_id=draw(st.integers()),
+        source=draw(st.sampled_from(["real", "imagined"])),
+        turns=turns,
+        success=draw(st.booleans()),
+        truncated=truncated,
+        branch_turn=draw(st.integers(0, len(turns))),
+        iteration=draw(st.none() | st.integers()),
+        policy_version=draw(st.none() | st.integers()),
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(trajs=st.lists(traj_st, max_size=3), system_prompt=st.none() | texts)
+@given(trajs=st.lists(traj_st(), max_size=3), system_prompt=st.none() | texts)
 def test_random_trajectories_round_trip(trajs: list[Trajectory], system_prompt: str | None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         export_chat_jsonl(trajs, Path(folder) / "t.jsonl", system_prompt=system_prompt)
