@@ -71,6 +71,7 @@ def test_hand_checked_noiseless_episode():
         "answer": "correct",
         "lied": False,
         "success": True,
+        "truncated": False,
     }
 
 
