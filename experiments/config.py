@@ -1,6 +1,6 @@
 """Structured Hydra configs: the schema every YAML under ``conf/`` is checked against.
 
-Groups: ``env/``, ``policy/``, ``algo/``, ``trainer/`` and optional ``experiment/`` presets. A
+Groups: ``env/``, ``policy/``, ``algo/``, ``critic/``, ``trainer/`` and optional ``experiment/`` presets. A
 typo'd key or a wrong type fails at start with Hydra's message; ``validate`` then builds the
 dataclasses so each ``__post_init__`` checks its ranges, naming the key.
 """
@@ -14,6 +14,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from policy.algorithms import AlgoConfig
+
+CRITICS = ("token",)
 from policy.config import PolicyConfig
 
 
@@ -23,6 +25,35 @@ class EnvConfig:
     """An environment name known to ``envs.make`` (hidden_number, frozen_lake, sokoban, minishop)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword options of that environment; unknown ones fail at start with the list of valid ones."""
+
+
+@dataclass
+class CriticConfig:
+    name: str = "token"
+    """Which critic values states for ppo_turn, ppo_token and sppo: ``token``, a small decoder over the
+    prompt ids the policy saw."""
+    hidden_size: int = 32
+    """Width of the token critic's decoder."""
+    num_layers: int = 1
+    """Decoder blocks of the token critic."""
+    num_heads: int = 2
+    """Attention heads of the token critic; must divide hidden_size."""
+    intermediate_size: int = 64
+    """Width of each block's MLP."""
+
+    def __post_init__(self) -> None:
+        if self.name not in CRITICS:
+            raise ValueError(f"critic.name must be one of {CRITICS}, got {self.name!r}")
+        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"critic.{name} must be >= 1, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"critic.num_heads ({self.num_heads}) must divide critic.hidden_size ({self.hidden_size})")
+
+    def token_kwargs(self) -> dict[str, int]:
+        """The token critic's shape, as ``TokenCriticConfig`` keywords."""
+        return {"hidden_size": self.hidden_size, "num_layers": self.num_layers, "num_heads": self.num_heads,
+                "intermediate_size": self.intermediate_size}
 
 
 @dataclass
@@ -100,6 +131,7 @@ class TrainConfig:
     env: Any = MISSING
     policy: Any = MISSING
     algo: Any = MISSING
+    critic: Any = MISSING
     trainer: Any = MISSING
     seed: int = 0
     """The one seed: env seeds, model init, sampling and shuffling derive from it."""
@@ -112,6 +144,7 @@ class Resolved:
     env: EnvConfig
     policy: PolicyConfig
     algo: AlgoConfig
+    critic: CriticConfig
     trainer: TrainerConfig
     seed: int
 
@@ -122,6 +155,7 @@ def register_configs() -> None:
     store.store(group="env", name="env_schema", node=EnvConfig)
     store.store(group="policy", name="policy_schema", node=PolicyConfig)
     store.store(group="algo", name="algo_schema", node=AlgoConfig)
+    store.store(group="critic", name="critic_schema", node=CriticConfig)
     store.store(group="trainer", name="trainer_schema", node=TrainerConfig)
 
 
@@ -131,6 +165,7 @@ def validate(cfg: DictConfig) -> Resolved:
         env=OmegaConf.to_object(cfg.env),
         policy=OmegaConf.to_object(cfg.policy),
         algo=OmegaConf.to_object(cfg.algo),
+        critic=OmegaConf.to_object(cfg.critic),
         trainer=OmegaConf.to_object(cfg.trainer),
         seed=int(cfg.seed),
     )

@@ -1,7 +1,8 @@
-"""Evaluate an agent on held-out env seeds: success rate, return and length."""
+"""Evaluate an agent on given env seeds (held-out tasks, from ``envs.split_seeds``): success, return, length."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,12 +42,12 @@ def summarise(trajectories: list[Trajectory]) -> Evaluation:
 
 
 def evaluate(
-    agent: Agent, env_name: str, env_kwargs: dict[str, Any] | None = None, *, episodes: int, seed: int,
+    agent: Agent, env_name: str, env_kwargs: dict[str, Any] | None = None, *, seeds: Sequence[int],
     max_turns: int | None = None, progress: bool = False,
 ) -> Evaluation:
-    """Run ``episodes`` independent episodes (groups of one) from seeds derived from ``seed``."""
+    """One independent episode (a group of one) per env seed in ``seeds``."""
     trajectories = collect(
-        agent, env_name, env_kwargs=env_kwargs, n_groups=episodes, group_size=1, seed=seed, max_turns=max_turns,
-        progress=progress,
+        agent, env_name, env_kwargs=env_kwargs, group_size=1, group_seeds=list(seeds),
+        max_turns=max_turns, progress=progress,
     )
     return summarise(trajectories)

@@ -12,6 +12,7 @@ the resolved config, ``metrics.jsonl``, TensorBoard events, the final policy, an
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 import traceback
@@ -24,18 +25,27 @@ from lightning.fabric import Fabric
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from envs.collect import collect, count_env_steps
-from envs.registry import make
+from critic import TokenCritic, TokenCriticConfig
+from envs import Trajectory, TrajectoryStore, collect, count_env_steps, make
+from envs.splits import split_seeds
 from experiments.config import Resolved, register_configs, validate
 from experiments.evaluate import evaluate, summarise
 from experiments.metrics_logger import MetricsLogger
 from experiments.seeding import derive_seed
-from policy.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
+from policy.algorithms import (
+    AlgoConfig,
+    TurnRows,
+    critic_token_advantages,
+    first_rows_mask,
+    group_baseline_token_advantages,
+    turn_rows,
+)
 from policy.dynamic_sampling import fill_with_informative_groups
-from policy.learner import PPOLearner, compute_old_logp, compute_values
+from policy.learner import PPOConfig, PPOLearner
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
-from policy.value_model import ValueModel, ValueModelConfig
+from policy.rollout_batch import RolloutBatch, build_rollout_batch
+from policy.value_targets import ValueTargets
 from policy.warm_start import behaviour_clone, expert_trajectories
 
 register_configs()
@@ -52,6 +62,22 @@ def build_policy(run: Resolved, vocabulary: list[str]) -> LMPolicy:
     return LMPolicy(model, tokenizer, run.policy, seed=derive_seed(run.seed, "sampling"))
 
 
+def build_critic(run: Resolved, policy: LMPolicy) -> torch.nn.Module | None:
+    """The critic of a critic-based algorithm (``critic=token``), initialised from the run seed."""
+    if not run.algo.uses_critic:
+        return None
+    config = TokenCriticConfig(vocab_size=len(policy.tokenizer), **run.critic.token_kwargs())
+    return TokenCritic(config, seed=derive_seed(run.seed, "critic-init"))
+
+
+def learner_config(run: Resolved) -> PPOConfig:
+    """The PPO settings, with Dr. GRPO's divisor fixed to the action token budget unless set."""
+    ppo = run.algo.ppo
+    if ppo.loss_agg == "seq-mean-token-sum-norm" and ppo.loss_scale_factor is None:
+        ppo = dataclasses.replace(ppo, loss_scale_factor=float(run.policy.max_action_tokens))
+    return ppo
+
+
 def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     trainer, algo = run.trainer, run.algo
     env_kwargs = dict(run.env.kwargs)
@@ -63,38 +89,45 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
                     precision=trainer.precision)
     policy = build_policy(run, env.vocabulary())
-    value_model = None
-    if algo.uses_critic:
-        torch.manual_seed(derive_seed(run.seed, "value-init"))
-        value_model = ValueModel(ValueModelConfig(vocab_size=len(policy.tokenizer)))
+    critic = build_critic(run, policy)
     logger = MetricsLogger(run_dir)
-    eval_seed = derive_seed(run.seed, "eval")  # the same held-out episodes at every evaluation
+    store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
+
+    def task_seeds(split: str, count: int, *tags: object) -> list[int]:
+        """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
+        return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
+
+    eval_seeds = task_seeds("eval", trainer.eval_episodes, "eval")  # the same held-out tasks every time
 
     def evaluate_policy() -> dict[str, float]:
-        result = evaluate(policy, run.env.name, env_kwargs, episodes=trainer.eval_episodes, seed=eval_seed,
-                          max_turns=trainer.max_turns)
+        # Its own sampling stream: evaluating more or less often never changes training.
+        result = evaluate(policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name, env_kwargs,
+                          seeds=eval_seeds, max_turns=trainer.max_turns)
         return result.as_metrics("eval")
 
-    # 1. Warm start: clone the expert until the policy is weak but not hopeless. Its env steps
-    #    (expert demonstrations) are reported apart from the RL x-axis.
+    # 1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
+    #    Its env steps (expert demonstrations) are reported apart from the RL x-axis.
     warm_start_env_steps = 0
     if trainer.warm_start.enabled and not run.policy.pretrained:
         ws = trainer.warm_start
-        experts = expert_trajectories(run.env.name, n=ws.expert_episodes, seed=derive_seed(run.seed, "expert"),
+        experts = expert_trajectories(run.env.name, seeds=task_seeds("train", ws.expert_episodes, "expert"),
                                       env_kwargs=env_kwargs, max_turns=trainer.max_turns)
         warm_start_env_steps = count_env_steps(experts)
+        clone_eval_seeds = task_seeds("train", ws.eval_episodes, "clone-eval")
         behaviour_clone(
             policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
             stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=trainer.progress,
-            evaluate=lambda p: evaluate(p, run.env.name, env_kwargs, episodes=ws.eval_episodes,
-                                        seed=derive_seed(run.seed, "clone-eval"), max_turns=trainer.max_turns).success_rate,
+            evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
+                                        env_kwargs, seeds=clone_eval_seeds, max_turns=trainer.max_turns).success_rate,
         )
 
     # The reference policy of the optional KL penalty is the policy RL starts from.
     ref_model = copy.deepcopy(policy.model).eval() if algo.ppo.kl_coef > 0 else None
-    learner = PPOLearner(fabric, policy.model, algo.ppo, value_model=value_model, ref_model=ref_model)
+    learner = PPOLearner(fabric, policy.model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
+                         critic=critic, ref_model=ref_model)
 
     real_env_steps = 0
+    next_ids = {"group": 0, "trajectory": 0}  # ids stay unique across every collection of the run
     start = time.monotonic()
     metrics = evaluate_policy()
     logger.log(metrics, real_env_steps=0, iteration=0)
@@ -103,16 +136,20 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     bar = tqdm(range(1, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}", disable=not trainer.progress)
     for iteration in bar:
         iteration_start = time.monotonic()
-        # 2. Collect real rollouts; groups share their start state. Every env step counts, also
-        #    those of groups that dynamic sampling drops.
-        collected = []
+        # 2. Collect real rollouts on training tasks; groups share their start state. Every env
+        #    step counts, also those of groups that dynamic sampling drops.
+        collected: list[Trajectory] = []
 
         def sample(round_index: int, iteration: int = iteration, collected: list = collected):
-            trajectories = collect(policy, run.env.name, env_kwargs=env_kwargs, n_groups=trainer.groups_per_iteration,
-                                   group_size=trainer.group_size, seed=derive_seed(run.seed, "train", iteration, round_index),
-                                   max_turns=trainer.max_turns, progress=False)
-            for trajectory in trajectories:  # ids unique across resampling rounds
-                trajectory.trajectory_id += len(collected)
+            trajectories = collect(
+                policy, run.env.name, env_kwargs=env_kwargs, group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False,
+                group_seeds=task_seeds("train", trainer.groups_per_iteration, "train", iteration, round_index),
+                first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
+            )
+            next_ids["group"] += trainer.groups_per_iteration
+            next_ids["trajectory"] += len(trajectories)
+            for trajectory in trajectories:
+                trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
             collected.extend(trajectories)
             return trajectories
 
@@ -121,6 +158,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                                                                 max_rounds=1 + algo.max_resample_rounds)
         else:
             trajectories, rounds = sample(0), 1
+        store.append(collected)
         rollout = summarise(collected)  # what the policy achieved, dropped groups included
         real_env_steps += rollout.env_steps
         collect_s = time.monotonic() - iteration_start
@@ -128,20 +166,17 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         update_start = time.monotonic()
         stats = {}
         if trajectories:  # empty only when dynamic sampling found no informative group
-            # 3. Advantages: one row per turn, the agent's action tokens only.
-            batch, samples = policy.encode(trajectories)
-            rows = turn_rows(trajectories, [(s.trajectory_index, s.turn_index) for s in samples],
-                             invalid_action_penalty=algo.invalid_action_penalty)
-            old_logp = compute_old_logp(policy.model, batch, chunk_size=CHUNK_ROWS)
-            returns = old_values = None
-            if algo.uses_critic:
-                old_values = compute_values(value_model, batch, chunk_size=CHUNK_ROWS)  # token-aligned
-                advantages, returns = critic_token_advantages(algo, rows, batch.response_mask, old_values)
+            # 3. Advantages: one row per sampled turn, trained on exactly the sampled ids.
+            batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id)
+            rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
+            value = None
+            if critic is None:
+                advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
             else:
-                advantages = group_baseline_token_advantages(algo, rows, batch.response_mask)
+                advantages, value = critic_advantages(algo, learner, policy, batch, rows)
 
-            # 4. Clipped policy update.
-            stats = learner.update(batch, advantages, old_logp, returns=returns, old_values=old_values)
+            # 4. Clipped policy update; old log-probs through the learner's own Fabric module.
+            stats = learner.update(batch.tokens, advantages, weights=batch.weights, value=value)
         update_s = time.monotonic() - update_start
 
         # 5. Log against real env steps.
@@ -150,6 +185,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             "charts/episodic_return": rollout.episodic_return,
             "charts/episode_length": rollout.episode_length,
             "charts/invalid_action_rate": rollout.invalid_action_rate,
+            "charts/truncated_rate": sum(t.truncated for t in collected) / max(len(collected), 1),
             "charts/collection_rounds": rounds,
             "charts/elapsed_s": time.monotonic() - start,
             "time/collect_s": collect_s,
@@ -181,6 +217,34 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def critic_advantages(
+    algo: AlgoConfig, learner: PPOLearner, policy: LMPolicy, batch: RolloutBatch, rows: TurnRows
+) -> tuple[torch.Tensor, ValueTargets]:
+    """Critic-based advantages and the critic's targets, bootstrapping truncated episodes.
+
+    The critic values each row's state before the turn (``token`` level: before each action token),
+    and, for an episode cut off by the turn cap, the state after its last turn.
+    """
+    states = batch.critic_states()
+    truncated = [(i, trajectory) for i, trajectory in enumerate(batch.trajectories) if trajectory.truncated]
+    bootstrap = torch.zeros(len(batch))  # (B,) read on each trajectory's last row
+    if truncated and algo.value_level != "sequence":
+        ends = policy.state_prompts([(trajectory, trajectory.num_turns) for _, trajectory in truncated])
+        end_values = learner.critic_values(ends, CHUNK_ROWS).cpu()  # (T,)
+        value_of = {i: float(v) for (i, _), v in zip(truncated, end_values, strict=True)}
+        bootstrap = torch.tensor([value_of.get(i, 0.0) for i, _ in batch.row_keys])
+    if algo.value_level == "token":
+        old_values = learner.critic_token_values(batch.tokens, CHUNK_ROWS).cpu()  # (B, L)
+    else:
+        old_values = learner.critic_values(states, CHUNK_ROWS).cpu()  # (B,) values, or logits for sppo
+    advantages, returns = critic_token_advantages(algo, rows, batch.tokens.response_mask, old_values,
+                                                  bootstrap=bootstrap)
+    if algo.value_level == "sequence":
+        return advantages, ValueTargets("sequence", returns, states=states, mask=first_rows_mask(rows))
+    return advantages, ValueTargets(algo.value_level, returns, old_values=old_values,
+                                    states=None if algo.value_level == "token" else states)
 
 
 def save_policy(policy: LMPolicy, folder: Path) -> None:

@@ -102,7 +102,7 @@ def check_run_dir(run_dir: Path, algo: str) -> list[dict]:
         for key in ("losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/grad_norm"):
             assert finite(record.get(key)), (key, record)
         assert 0.0 <= record["charts/success_rate"] <= 1.0
-        if algo in ("ppo_turn", "ppo_token"):
+        if algo in ("ppo_turn", "ppo_token", "sppo"):
             assert finite(record.get("losses/value_loss")), record
         else:
             assert "losses/value_loss" not in record  # no critic is built for group baselines
@@ -116,7 +116,21 @@ def check_run_dir(run_dir: Path, algo: str) -> list[dict]:
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         assert (policy_dir / name).is_file(), name
     assert json.loads((policy_dir / "config.json").read_text())["hidden_size"] == 32
+    check_store(run_dir, steps[-1])
     return records
+
+
+def check_store(run_dir: Path, real_env_steps: int) -> None:
+    """Every real rollout of the run is in its store, with its iteration and policy version."""
+    from envs.store import TrajectoryStore
+
+    stored = TrajectoryStore(run_dir / "trajectories").load()
+    assert sum(t.num_turns for t in stored) == real_env_steps
+    assert len({t.trajectory_id for t in stored}) == len(stored)  # ids unique across the run
+    assert {t.iteration for t in stored} == {1, 2}
+    assert {t.policy_version for t in stored if t.iteration == 1} == {0}
+    assert {t.policy_version for t in stored if t.iteration == 2} == {1}
+    assert all(t.source == "real" for t in stored)
 
 
 def check_tensorboard(run_dir: Path, records: list[dict]) -> None:
@@ -192,7 +206,7 @@ def test_train_run_end_to_end(tmp_path, algo):
 
 
 def test_other_algorithms_run_in_one_sweep(tmp_path):
-    algos = ["ppo_token", "grpo", "drgrpo", "hgpo"]
+    algos = ["ppo_token", "sppo", "grpo", "drgrpo", "hgpo"]
     sweep = tmp_path / "sweep"
     result = run_train("-m", *TINY, f"algo={','.join(algos)}", f"hydra.sweep.dir={sweep}",
                        "hydra.sweep.subdir=${algo.name}")
@@ -220,6 +234,23 @@ def test_same_seed_gives_identical_metrics_and_weights(tmp_path):
     assert all(r["losses/value_loss"] > 0 and r["losses/entropy"] > 0 for r in a[1:])
     wa, wb = (load_file(str(d / "policy" / "model.safetensors")) for d in dirs)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_evaluating_more_often_does_not_change_training(tmp_path):
+    # Evaluation samples from its own generator: the training metrics and final weights of a run
+    # evaluated every iteration equal those of a run evaluated only at its end.
+    dirs = [tmp_path / "every", tmp_path / "end"]
+    procs = [start_train(*TINY, "algo=grpo", "trainer.iterations=3", f"trainer.eval_every={every}",
+                         f"hydra.run.dir={d}") for d, every in zip(dirs, (1, 5), strict=True)]
+    for proc in procs:
+        assert_ok(finish(proc))
+    every, end = ([{k: v for k, v in r.items() if not k.startswith("eval/")} for r in strip_timing(read_records(d))]
+                  for d in dirs)
+    assert len(every) == 4 and every == end
+    assert sum("eval/success_rate" in r for r in read_records(dirs[0])) == 4
+    assert sum("eval/success_rate" in r for r in read_records(dirs[1])) == 2
+    wa, wb = (load_file(str(d / "policy" / "model.safetensors")) for d in dirs)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 @pytest.mark.parametrize(
