@@ -99,6 +99,9 @@ class TrainerConfig:
     """Episodes per evaluation."""
     time_budget_s: float | None = None
     """Stop after this many seconds of RL (None: run all iterations)."""
+    max_env_steps: int | None = None
+    """Stop once this many real env steps have been collected (None: no limit). Unlike a time budget,
+    it gives the same run on a busy machine as on an idle one."""
     accelerator: str = "cpu"
     """Lightning Fabric accelerator: cpu, cuda, auto."""
     devices: int = 1
@@ -122,6 +125,8 @@ class TrainerConfig:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"trainer.max_turns must be >= 1 or null, got {self.max_turns}")
+        if self.max_env_steps is not None and self.max_env_steps < 1:
+            raise ValueError(f"trainer.max_env_steps must be >= 1 or null, got {self.max_env_steps}")
         if self.checkpoint_every < 0:
             raise ValueError(f"trainer.checkpoint_every must be >= 0, got {self.checkpoint_every}")
 

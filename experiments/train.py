@@ -201,7 +201,9 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         logger.log(metrics, real_env_steps=real_env_steps, iteration=iteration)
         history.append({"iteration": iteration, "charts/real_env_steps": real_env_steps, **metrics})
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=real_env_steps)
-        if trainer.time_budget_s is not None and time.monotonic() - start > trainer.time_budget_s:
+        out_of_time = trainer.time_budget_s is not None and time.monotonic() - start > trainer.time_budget_s
+        out_of_steps = trainer.max_env_steps is not None and real_env_steps >= trainer.max_env_steps
+        if out_of_time or out_of_steps:
             if "eval/success_rate" not in metrics:
                 final = evaluate_policy()
                 logger.log(final, real_env_steps=real_env_steps, iteration=iteration)
