@@ -14,9 +14,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from policy.algorithms import AlgoConfig
+from policy.config import PolicyConfig
 
 CRITICS = ("token",)
-from policy.config import PolicyConfig
 
 
 @dataclass

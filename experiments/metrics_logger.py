@@ -1,4 +1,4 @@
-"""Scalars to ``metrics.jsonl`` and TensorBoard, text samples to TensorBoard, in one place.
+"""Scalars to ``metrics.jsonl`` and TensorBoard (Lightning Fabric's logger), text samples to TensorBoard.
 
 Every scalar is logged against ``charts/real_env_steps`` (the x-axis that matters in this field) and
 also carries the iteration, so ``metrics.jsonl`` can be plotted either way.
@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from torch.utils.tensorboard import SummaryWriter
+from lightning.fabric.loggers import TensorBoardLogger
 
 
 class MetricsLogger:
@@ -19,25 +19,26 @@ class MetricsLogger:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = self.run_dir / "metrics.jsonl"
         self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
-        self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+        # name="" and version="": the events go straight into <run_dir>/tensorboard.
+        self._tb = TensorBoardLogger(root_dir=self.run_dir / "tensorboard", name="", version="")
 
     def log(self, metrics: dict[str, float], *, real_env_steps: int, iteration: int) -> None:
         record = {"iteration": iteration, "charts/real_env_steps": real_env_steps}
         for name, value in metrics.items():
             value = float(value)
             record[name] = value if math.isfinite(value) else None
-            if math.isfinite(value):
-                self._tb.add_scalar(name, value, global_step=real_env_steps)
+        finite = {name: value for name, value in record.items() if name in metrics and value is not None}
+        self._tb.log_metrics(finite, step=real_env_steps)
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
 
     def log_text(self, tag: str, text: str, *, real_env_steps: int) -> None:
         # TensorBoard renders text as markdown: indent by four spaces to keep it verbatim.
-        self._tb.add_text(tag, "    " + text.replace("\n", "\n    "), global_step=real_env_steps)
+        self._tb.experiment.add_text(tag, "    " + text.replace("\n", "\n    "), global_step=real_env_steps)
 
     def close(self) -> None:
         self._jsonl.close()
-        self._tb.close()
+        self._tb.finalize("success")
 
 
 def read_metrics(path: str | Path) -> list[dict]:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from envs.trajectory import Trajectory
 from critic import gae
+from envs.trajectory import Trajectory
 from policy.advantages import (
     broadcast_to_tokens,
     gigpo_advantages,

@@ -64,6 +64,8 @@ def prompt_ids(tokenizer, prompts: Sequence[str], *, max_prompt_tokens: int) -> 
     if keep < 1:
         raise ValueError(f"max_prompt_tokens must leave room for one token after BOS, got {max_prompt_tokens}")
     encoded = tokenizer(list(prompts), add_special_tokens=False)["input_ids"] if prompts else []
+    # Sliced here rather than by the tokenizer: a call-time truncation_side is ignored by fast
+    # tokenizers, and setting it on the tokenizer would change an object the caller shares.
     return [bos + ids[-keep:] for ids in encoded]
 
 

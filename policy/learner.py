@@ -25,9 +25,9 @@ from typing import Any
 import torch
 from lightning.fabric import Fabric
 
+from critic import CriticStates, token_values
 from policy.batch import TokenBatch
 from policy.logprobs import token_logprobs
-from critic import CriticStates, token_values
 from policy.losses import (
     AGG_MODES,
     KL_KINDS,

@@ -12,15 +12,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from policy.group_norm import check_option
+
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_KINDS = ("k1", "abs", "k2", "k3")
 LOG_RATIO_CLAMP = 20.0  # verl clamps log-ratios to [-20, 20] before exponentiating
 K3_CLAMP = 10.0
-
-
-def _check_option(name: str, value: object, valid: tuple[str, ...]) -> None:
-    if value not in valid:
-        raise ValueError(f"{name}={value!r} is not valid; choose one of {valid}")
 
 
 def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -47,7 +44,7 @@ def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: str, scale_factor: f
       constant across batches). ``scale_factor`` is ignored by the other modes, as in verl.
     A fully masked row does not count as a sequence; a fully masked batch gives 0.
     """
-    _check_option("mode", mode, AGG_MODES)
+    check_option("mode", mode, AGG_MODES)
     if loss.shape != mask.shape or loss.dim() != 2:
         raise ValueError(f"loss {tuple(loss.shape)} and mask {tuple(mask.shape)} must share a (B, T) shape")
     mask = mask.to(loss.dtype)
@@ -138,7 +135,7 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.T
     ``"k1"``: logp - ref. ``"abs"``: |logp - ref|. ``"k2"``: 0.5 (logp - ref)^2 (verl "mse").
     ``"k3"`` (verl "low_var_kl"): d = clamp(ref - logp, -20, 20), exp(d) - d - 1, clamped to [-10, 10].
     """
-    _check_option("kind", kind, KL_KINDS)
+    check_option("kind", kind, KL_KINDS)
     diff = logp - ref_logp  # (B, T)
     if kind == "k1":
         return diff

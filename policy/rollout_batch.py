@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from critic import CriticStates
-from envs.trajectory import Trajectory
+from envs.trajectory import Trajectory, check_unique_ids
 from policy.batch import TokenBatch
 from policy.encode import left_pad
 
@@ -56,22 +56,6 @@ class RolloutBatch:
         return CriticStates(input_ids=self.prompt_ids, attention_mask=self.prompt_mask, histories=histories)
 
 
-def check_unique_ids(trajectories: Sequence[Trajectory]) -> None:
-    """Refuse a batch in which two trajectories share a ``trajectory_id``.
-
-    Per-trajectory estimators (GAE along a trajectory, GiGPO's step returns) key on that id, so a
-    collision would silently chain two episodes into one sequence.
-    """
-    seen: dict[int, int] = {}
-    for index, trajectory in enumerate(trajectories):
-        if trajectory.trajectory_id in seen:
-            raise ValueError(
-                f"trajectory_id {trajectory.trajectory_id} appears twice in one batch (trajectories "
-                f"{seen[trajectory.trajectory_id]} and {index}); give each collection its own id range"
-            )
-        seen[trajectory.trajectory_id] = index
-
-
 def build_rollout_batch(
     trajectories: Sequence[Trajectory], *, pad_id: int, weights: Sequence[float] | None = None
 ) -> RolloutBatch:
@@ -82,7 +66,7 @@ def build_rollout_batch(
     training on re-tokenised text is exactly what this batch exists to prevent.
     """
     trajectories = list(trajectories)
-    check_unique_ids(trajectories)
+    check_unique_ids(trajectories)  # per-trajectory estimators key on the id
     if weights is not None and len(weights) != len(trajectories):
         raise ValueError(f"build_rollout_batch: {len(weights)} weights for {len(trajectories)} trajectories")
     row_keys, rows, prompts, action_lengths, logps, row_weights = [], [], [], [], [], []

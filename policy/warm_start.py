@@ -17,11 +17,7 @@ from envs.agent import ExpertAgent
 from envs.collect import collect
 from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
-
-
-def masked_nll(logp: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood over the response tokens: ``-sum(mask * logp) / sum(mask)``. (B, L) -> ()."""
-    return -(logp * response_mask).sum() / response_mask.sum().clamp(min=1.0)
+from policy.losses import aggregate
 
 
 def trim_left_padding(batch: TokenBatch) -> TokenBatch:
@@ -34,7 +30,7 @@ def trim_left_padding(batch: TokenBatch) -> TokenBatch:
 def bc_loss(policy, batch: TokenBatch) -> torch.Tensor:
     """The behaviour-cloning loss of ``policy`` on ``batch``: masked NLL of the response tokens."""
     logp, _ = policy.log_probs(batch)  # (B, L)
-    return masked_nll(logp, batch.response_mask.to(logp.device))
+    return -aggregate(logp, batch.response_mask.to(logp.device), "token-mean")  # mean NLL of the action tokens
 
 
 def behaviour_clone(

@@ -112,7 +112,7 @@ def test_two_collections_with_colliding_ids_are_refused_and_offsets_fix_it():
     policy = sampling_policy(build_tiny_tokenizer(EchoEnv().vocabulary()))
     first = echo_rollouts(policy, n_groups=2)
     second = echo_rollouts(policy, n_groups=2)
-    with pytest.raises(ValueError, match="trajectory_id 0 appears twice"):
+    with pytest.raises(ValueError, match=r"trajectory_id\(s\) \[0, 1, 2, 3\] appear more than once"):
         build_rollout_batch(first + second, pad_id=policy.pad_token_id)
     third = echo_rollouts(policy, n_groups=2, first_group_id=2, first_trajectory_id=len(first))
     batch = build_rollout_batch(first + third, pad_id=policy.pad_token_id)

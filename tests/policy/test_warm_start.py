@@ -9,7 +9,7 @@ from policy.batch import TokenBatch
 from policy.config import PolicyConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
-from policy.warm_start import bc_loss, behaviour_clone, expert_trajectories, masked_nll, trim_left_padding
+from policy.warm_start import bc_loss, behaviour_clone, expert_trajectories, trim_left_padding
 from tests.policy.fake_envs import EchoEnv, rollout, turn_accuracy
 
 TOKENIZER = build_tiny_tokenizer(EchoEnv().vocabulary())
@@ -57,15 +57,6 @@ def test_same_seed_same_losses():
     assert runs[0]["losses"] == runs[1]["losses"]
     other = behaviour_clone(make_policy(), EXPERTS, max_steps=5, batch_size=16, seed=4, progress=False)
     assert other["losses"] != runs[0]["losses"]
-
-
-def test_masked_nll_ignores_masked_positions():
-    logp = torch.tensor([[-9.0, -1.0, -2.0, -0.5], [-7.0, -7.0, -3.0, -1.0]])
-    mask = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
-    assert masked_nll(logp, mask).item() == pytest.approx((2.0 + 0.5 + 1.0) / 3)
-    changed = logp.clone()
-    changed[mask == 0] = -100.0  # what the model says about prompt/observation tokens is irrelevant
-    assert masked_nll(changed, mask).item() == masked_nll(logp, mask).item()
 
 
 def test_bc_loss_is_cross_entropy_on_action_tokens_only():
