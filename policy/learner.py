@@ -302,7 +302,7 @@ class PPOLearner:
             weights=weights,
         )
         weighted_entropy = entropy if token_weights is None else entropy * token_weights  # (b, L)
-        loss = policy_loss - cfg.entropy_coef * entropy_bonus(weighted_entropy, mask, cfg.loss_agg)
+        loss = policy_loss - cfg.entropy_coef * entropy_bonus(weighted_entropy, mask, cfg.loss_agg, cfg.loss_scale_factor)
         metrics = {
             "losses/policy_loss": policy_loss.item(),
             "losses/approx_kl": float(policy_stats["approx_kl"]),

@@ -184,9 +184,13 @@ def sequence_value_loss(logits: torch.Tensor, returns: torch.Tensor, mask: torch
     return masked_mean(bce, mask.to(logits.dtype))
 
 
-def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean") -> torch.Tensor:
-    """The aggregated per-token entropy (B, T) -> scalar, positive; subtract ``coef *`` it from the loss."""
-    return aggregate(entropy, mask, agg)
+def entropy_bonus(
+    entropy: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean", scale_factor: float | None = None
+) -> torch.Tensor:
+    """The aggregated per-token entropy (B, T) -> scalar, positive; subtract ``coef *`` it from the loss.
+
+    Aggregated like the policy loss (same mode and divisor), so the two terms keep their ratio."""
+    return aggregate(entropy, mask, agg, scale_factor)
 
 
 def explained_variance(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -236,6 +236,25 @@ def test_same_seed_gives_identical_metrics_and_weights(tmp_path):
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+def test_training_never_sees_an_evaluation_task(tmp_path):
+    # frozen_lake draws a random map per seed: every map the run trained on (warm start included,
+    # whose demonstrations are not stored) must lie in the training split, on a training seed.
+    from envs import make
+    from envs.splits import TRAIN_SEEDS, task_split
+    from envs.store import TrajectoryStore
+
+    run_dir = tmp_path / "run"
+    tiny = [o for o in TINY if not o.startswith("env=")]
+    assert_ok(run_train(*tiny, "env=frozen_lake", "algo=grpo", "trainer.warm_start.enabled=false",
+                        f"hydra.run.dir={run_dir}"))
+    stored = TrajectoryStore(run_dir / "trajectories").load()
+    assert len({t.seed for t in stored}) == 2 * 2  # two groups per iteration, two iterations
+    for trajectory in stored:
+        env = make("frozen_lake", **trajectory.env_kwargs)
+        env.reset(trajectory.seed)
+        assert trajectory.seed in TRAIN_SEEDS and task_split(env) == "train"
+
+
 def test_evaluating_more_often_does_not_change_training(tmp_path):
     # Evaluation samples from its own generator: the training metrics and final weights of a run
     # evaluated every iteration equal those of a run evaluated only at its end.

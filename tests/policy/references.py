@@ -1,5 +1,5 @@
 """Brute-force references shared by the advantage tests: loops and dicts, no tensors, written
-from the convention text in ADVANTAGE_CONVENTIONS.md rather than from the implementation."""
+from the convention text in docs/conventions.md rather than from the implementation."""
 
 import math
 

@@ -4,7 +4,7 @@ The batch below is built by hand: two episode groups, ragged trajectories (1 to 
 trajectory ids that differ from list positions, rows of different trajectories interleaved, an
 anchor visited twice within one trajectory, and the same anchor strings in both groups (which must
 never be pooled). Expected values come from hand arithmetic (in comments) or from pure-Python
-references written here from ``ADVANTAGE_CONVENTIONS.md`` (loops and dicts, no library code).
+references written here from ``docs/conventions.md`` (loops and dicts, no library code).
 """
 
 import dataclasses

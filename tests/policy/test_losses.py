@@ -272,6 +272,8 @@ def test_entropy_bonus_aggregates():
     entropy, mask = t64([[1.0, 3.0], [2.0, 9.0]]), t64([[1, 1], [1, 0]])
     assert entropy_bonus(entropy, mask).item() == pytest.approx(2.0)  # (1 + 3 + 2) / 3
     assert entropy_bonus(entropy, mask, "seq-mean-token-mean").item() == pytest.approx((2.0 + 2.0) / 2, abs=1e-7)
+    # Dr. GRPO: token sums (4, 2), their mean 3, over the same constant divisor as the policy loss
+    assert entropy_bonus(entropy, mask, "seq-mean-token-sum-norm", 6.0).item() == pytest.approx(3.0 / 6.0)
 
 
 def test_explained_variance_by_hand_and_degenerate_cases():
