@@ -4,9 +4,9 @@
   out. ``reset(seed)`` returns the first observation; ``step(action)`` returns a
   :class:`StepResult`. A malformed action never raises: the env answers with an error observation
   that states the valid format, counts the turn, and sets ``info["valid"] = False``. Stepping after
-  the episode is done raises :class:`EpisodeDoneError`. An env that stops an episode at its own
-  turn cap (not a terminal state) returns ``done`` with ``info["truncated"] = True``, so a critic
-  bootstraps there instead of treating the time limit as the end of the task.
+  the episode is done raises :class:`EpisodeDoneError`. An env's own turn budget is part of its
+  task (the agent fails when it runs out of turns), so reaching it is ``done``; a cut-off imposed
+  from outside, such as ``collect(max_turns=...)`` below that budget, is a truncation instead.
 - :class:`ScriptedEnv`: the extras a hand-written simulator can give because it knows its own
   state: a scripted expert, random well-formed actions, its vocabulary, the anchor observation.
 - :class:`SnapshotEnv`: ``snapshot()`` / ``restore()`` of the whole episode state, so rollouts can

@@ -76,8 +76,8 @@ def collect(
     or a zero-argument callable returning a fresh env; with a callable, ``env_kwargs`` is only
     recorded on the trajectories. An episode ends when the env says done, or is truncated when it
     reaches ``max_turns`` turns (default: the env's own ``max_turns``; a branch prefix counts towards
-    it) or when the env ends it at its own turn cap (``done`` with ``info["truncated"]``). A truncated
-    episode's last turn keeps ``done=False`` and the trajectory has ``truncated=True``. ``success`` is the last step's ``info["success"]`` (False if absent); a
+    it); a truncated episode's last turn keeps ``done=False`` and the trajectory has
+    ``truncated=True``. ``success`` is the last step's ``info["success"]`` (False if absent); a
     turn's ``valid`` is ``info["valid"]`` (True if absent). The anchor observation is read before the
     agent acts, from ``env.anchor_observation()`` where the env has one, else the observation itself
     (a world-model env offers only ``reset`` / ``step``). The agent may answer with text or with
@@ -145,8 +145,6 @@ def collect(
             if not isinstance(text, str):
                 raise TypeError(f"agent.act must return str or SampledAction, got {type(action).__name__}")
             result = envs[i].step(text)
-            # An env that stops at its own turn cap says so: a time limit is not termination.
-            terminated = bool(result.done) and not result.info.get("truncated", False)
             traj = trajectories[i]
             traj.turns.append(
                 Turn(
@@ -154,7 +152,7 @@ def collect(
                     action=text,
                     next_observation=result.observation,
                     reward=float(result.reward),
-                    done=terminated,
+                    done=bool(result.done),
                     valid=bool(result.info.get("valid", True)),
                     anchor_observation=anchor,
                     sample=sample,
@@ -163,7 +161,7 @@ def collect(
             observations[i] = result.observation
             if result.done or traj.num_turns >= limits[i]:
                 traj.success = bool(result.info.get("success", False))
-                traj.truncated = not terminated
+                traj.truncated = not result.done
                 bar.update(1)
             else:
                 still_active.append(i)

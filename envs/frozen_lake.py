@@ -249,9 +249,8 @@ class FrozenLakeEnv:
             self._done = letter in "HG"
             info.update(direction=ACTIONS[direction], slipped=direction != action_id)
             observation = self.render()
-        terminated = self._done
-        self._done = terminated or self._turn >= self.max_turns
-        info.update(success=success, state=self._state, truncated=self._done and not terminated)
+        self._done = self._done or self._turn >= self.max_turns
+        info.update(success=success, state=self._state)
         return StepResult(observation, 1.0 if success else 0.0, self._done, info)
 
     def _sample(self, probs) -> int:

@@ -130,7 +130,7 @@ class HiddenNumberEnv:
             success = answer == "correct"
             info.update(guess=guess, answer=answer, lied=lied)
         self._done = success or self._turn >= self.max_turns
-        info.update(success=success, truncated=self._done and not success)
+        info["success"] = success
         if self.observation_mode == "transcript":
             # Results so far (this turn's included when valid), then the error line if any.
             lines = [self._result_line(k, a) for k, a in self._history] + ([] if valid else [line])

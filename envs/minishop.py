@@ -118,8 +118,7 @@ class MiniShop:
         self.done = bought or self.turn >= self.max_turns
         if self.done and not bought:
             observation += pages.OUT_OF_TURNS
-        info = {"valid": valid, "success": bought and reward == 1.0, "turn": self.turn, "page": self._page,
-                "truncated": self.done and not bought}
+        info = {"valid": valid, "success": bought and reward == 1.0, "turn": self.turn, "page": self._page}
         return StepResult(observation, reward, self.done, info)
 
     # --- page state ----------------------------------------------------------------------------

@@ -182,8 +182,7 @@ class SokobanEnv:
         self._done = success or self.turn >= self.max_turns
         grid = self.anchor_observation()
         observation = grid if parsed is not None else f"{INVALID_ACTION_MESSAGE}\n{grid}"
-        info = {"valid": parsed is not None, "success": success, "truncated": self._done and not success}
-        return StepResult(observation, reward, self._done, info)
+        return StepResult(observation, reward, self._done, {"valid": parsed is not None, "success": success})
 
     def _apply(self, action: str) -> float:
         """Move, keep the expert's cached plan in step, and return the box reward of the move."""

@@ -71,7 +71,6 @@ def test_hand_checked_noiseless_episode():
         "answer": "correct",
         "lied": False,
         "success": True,
-        "truncated": False,
     }
 
 

@@ -101,7 +101,7 @@ def test_page_transitions():
     assert listed_actions(first) == ["search[your query]"]
 
     result = env.step(f"search[{' '.join(env.instruction.key_words)}]")
-    assert result.info == {"valid": True, "success": False, "turn": 1, "page": "results", "truncated": False}
+    assert result.info == {"valid": True, "success": False, "turn": 1, "page": "results"}
     shown = search(env.catalogue, " ".join(env.instruction.key_words), env.results_per_page)
     assert listed_actions(result.observation) == [f"click[item {p.id}]" for p in shown] + ["click[back to search]"]
     for p in shown:
@@ -147,7 +147,7 @@ def test_malformed_action_states_the_format():
     page = env.reset(seed=3)
     for turn, action in enumerate(["buy", "search[]", "search[ , ]", "click[red", "search[a] now", "clack[x]"], 1):
         result = env.step(action)
-        assert result.info == {"valid": False, "success": False, "turn": turn, "page": "search", "truncated": False}
+        assert result.info == {"valid": False, "success": False, "turn": turn, "page": "search"}
         assert result.observation.startswith("invalid action . valid actions are search[ words ]")
         assert result.observation.endswith("\n" + page)
 

@@ -57,7 +57,7 @@ def test_walking_into_a_wall_changes_nothing_but_costs_a_turn():
         result = env.step(action)
         assert result.observation == room
         assert result.reward == pytest.approx(-0.1)
-        assert result.info == {"valid": True, "success": False, "truncated": False}
+        assert result.info == {"valid": True, "success": False}
         assert not result.done
     assert env.turn == 2
 
@@ -125,7 +125,7 @@ def test_push_onto_target_then_off_it_rewards_plus_one_then_minus_one():
 # # # # # # #
 """)
     assert off.reward == pytest.approx(-0.1 - 1.0)
-    assert not off.done and off.info == {"valid": True, "success": False, "truncated": False}
+    assert not off.done and off.info == {"valid": True, "success": False}
 
 
 def test_last_box_on_target_ends_the_episode_with_the_finishing_bonus():
@@ -139,7 +139,7 @@ def test_last_box_on_target_ends_the_episode_with_the_finishing_bonus():
     assert rewards == pytest.approx([0.9, -0.1, -0.1])
     final = env.step("Right")
     assert final.reward == pytest.approx(-0.1 + 1.0 + 10.0)
-    assert final.done and final.info == {"valid": True, "success": True, "truncated": False}
+    assert final.done and final.info == {"valid": True, "success": True}
     assert final.observation == grid("""
 # # # # # # #
 # _ _ √ _ _ #
