@@ -1,0 +1,103 @@
+"""``WorldModelBatch``: teacher-forced training rows built from recorded trajectories.
+
+One row per trajectory rather than per turn: the encoder runs over each history once and yields
+the latent before every turn (``LatentStateEncoder.states``), so turn ``t``'s example (history up
+to ``t``, action ``t``, next observation ``t``, reward ``t``, done ``t``) costs no second pass over
+its prefix. Tensors are right-padded (``turn_tokens``); N is the longest trajectory's turn count.
+
+What is scored:
+
+- ``outcome_mask[b, t]``: turn ``t`` of trajectory ``b`` is real and was played in this
+  trajectory (``t >= branch_turn``); a restored branch prefix is history only, its turns were
+  scored in the trajectory they were copied from;
+- ``latent_mask[b, k]``: the latent after ``k`` turns is trained to rewrite the observation seen
+  then (``text_ids[b, k]``) for ``branch_turn <= k <= num_turns``.
+
+Only real trajectories are accepted: a world model trained on its own imaginations would learn its
+own errors. Trajectories without turns carry no observation and are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import torch
+
+from envs.trajectory import Trajectory
+from world_model.turn_tokens import TurnTokenizer, pad_nested, pad_rows
+
+
+@dataclass(frozen=True)
+class WorldModelBatch:
+    """B trajectories of at most N turns, as padded id tensors (shapes below)."""
+
+    observation_ids: torch.Tensor  # (B, T0) encoder rows of the first observation
+    observation_mask: torch.Tensor  # (B, T0)
+    turn_ids: torch.Tensor  # (B, N, T) encoder turn rows
+    turn_mask: torch.Tensor  # (B, N, T)
+    turn_count: torch.Tensor  # (B,) turns per trajectory
+    query_ids: torch.Tensor  # (B, N, A) decoder queries "<act> action"
+    query_mask: torch.Tensor  # (B, N, A)
+    text_ids: torch.Tensor  # (B, N + 1, S) decoder rows of the observation seen after k turns
+    text_mask: torch.Tensor  # (B, N + 1, S)
+    rewards: torch.Tensor  # (B, N) float
+    dones: torch.Tensor  # (B, N) float 0/1
+    outcome_mask: torch.Tensor  # (B, N) bool: turns scored for next observation, reward and done
+    latent_mask: torch.Tensor  # (B, N + 1) bool: latents scored for rewriting the current observation
+
+    def to(self, device: torch.device | str) -> WorldModelBatch:
+        return WorldModelBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+    @property
+    def num_outcomes(self) -> int:
+        return int(self.outcome_mask.sum())
+
+
+def build_training_batch(trajectories: Sequence[Trajectory], tokenizer: TurnTokenizer) -> WorldModelBatch:
+    """Rows for ``WorldModel.loss`` from real trajectories (see the module docstring).
+
+    Raises ``ValueError`` naming imagined trajectories, and when no trajectory has a played turn.
+    """
+    imagined = [t.trajectory_id for t in trajectories if t.source != "real"]
+    if imagined:
+        raise ValueError(f"world model batches take real trajectories only; imagined trajectory ids: {imagined}")
+    kept = [t for t in trajectories if t.turns]
+    if not any(t.num_turns > t.branch_turn for t in kept):
+        raise ValueError("no trajectory has a played turn to learn from")
+    tk = tokenizer
+    first = tk.observation_words([t.turns[0].observation for t in kept])
+    seen = [[words, *tk.observation_words([turn.next_observation for turn in t.turns])] for words, t in zip(first, kept, strict=True)]
+    actions = [tk.action_words([turn.action for turn in t.turns]) for t in kept]
+    observation_ids, observation_mask = pad_rows([tk.observation_row(w) for w in first], tk.pad_id)
+    turn_ids, turn_mask = pad_nested(
+        [[tk.turn_row(r, a) for r, a in zip(obs[1:], acts, strict=True)] for obs, acts in zip(seen, actions, strict=True)], tk.pad_id
+    )
+    query_ids, query_mask = pad_nested([[tk.query_row(a) for a in acts] for acts in actions], tk.pad_id)
+    text_ids, text_mask = pad_nested([[tk.text_row(w) for w in obs] for obs in seen], tk.pad_id)
+    n_turns = turn_ids.shape[1]
+    rewards = torch.zeros(len(kept), n_turns)  # (B, N)
+    dones = torch.zeros(len(kept), n_turns)  # (B, N)
+    for b, t in enumerate(kept):
+        rewards[b, : t.num_turns] = torch.tensor([turn.reward for turn in t.turns], dtype=torch.float)
+        dones[b, : t.num_turns] = torch.tensor([float(turn.done) for turn in t.turns])
+    count = torch.tensor([t.num_turns for t in kept])  # (B,)
+    start = torch.tensor([t.branch_turn for t in kept])  # (B,)
+    k = torch.arange(n_turns + 1)  # (N + 1,)
+    latent_mask = (k[None] >= start[:, None]) & (k[None] <= count[:, None])  # (B, N + 1)
+    outcome_mask = (k[None, :-1] >= start[:, None]) & (k[None, :-1] < count[:, None])  # (B, N)
+    return WorldModelBatch(
+        observation_ids=observation_ids,
+        observation_mask=observation_mask,
+        turn_ids=turn_ids,
+        turn_mask=turn_mask,
+        turn_count=count,
+        query_ids=query_ids,
+        query_mask=query_mask,
+        text_ids=text_ids,
+        text_mask=text_mask,
+        rewards=rewards,
+        dones=dones,
+        outcome_mask=outcome_mask,
+        latent_mask=latent_mask,
+    )

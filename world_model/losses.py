@@ -1,0 +1,36 @@
+"""Teacher-forced losses of the world model, one value per ensemble member: pure functions.
+
+Every function takes predictions with a leading member axis K and returns ``(K,)``; the caller sums
+over members, so each member is trained as if it were alone (the shared encoder gets every
+member's gradient).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange, repeat
+
+
+def token_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood per target token.
+
+    ``logits`` (K, R, S, V), ``targets`` (R, S) ids, ``mask`` (R, S) 1 on scored tokens -> (K,).
+    """
+    members = logits.shape[0]
+    flat = rearrange(logits.float(), "k r s v -> (k r s) v")  # (K*R*S, V)
+    wanted = rearrange(repeat(targets, "r s -> k r s", k=members), "k r s -> (k r s)")  # (K*R*S,)
+    nll = rearrange(F.cross_entropy(flat, wanted, reduction="none"), "(k r s) -> k r s", k=members, r=targets.shape[0])
+    weight = mask.to(nll.dtype)  # (R, S)
+    return (nll * weight).sum(dim=(1, 2)) / weight.sum().clamp(min=1.0)  # (K,)
+
+
+def regression_mse(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``(K, R)`` predictions, ``(R,)`` targets -> ``(K,)`` mean squared error."""
+    return ((predictions.float() - targets.float()) ** 2).mean(dim=1)  # (K,)
+
+
+def done_bce(logits: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+    """``(K, R)`` done logits, ``(R,)`` 0/1 targets -> ``(K,)`` mean binary cross-entropy."""
+    targets = repeat(dones.float(), "r -> k r", k=logits.shape[0])  # (K, R)
+    return F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="none").mean(dim=1)  # (K,)

@@ -1,0 +1,314 @@
+"""``WorldModel``: a learned text environment over latent histories, with an ensemble's uncertainty.
+
+Text API (batched, no gradients): ``initial_state(observations)`` encodes first observations;
+``step(states, actions, generator=...)`` samples each row's next observation from the ensemble
+decoders (reading only the latent and the action), folds the sampled turn back into the latent
+with the encoder's ``step`` exactly as a real turn is folded, and reads reward and done from the
+new latent. ``observe`` folds real turns. A long imagined episode therefore conditions on what it
+has itself produced, the same way a real one conditions on what the env answered.
+
+Training API: ``loss(batch)`` on a ``WorldModelBatch`` (``build_training_batch``), teacher-forced.
+
+Saved by ``save_pretrained`` as ``model.safetensors`` plus ``config.json`` (``PyTorchModelHubMixin``)
+and the tokenizer under ``tokenizer/``; ``from_pretrained`` reads local folders with safetensors
+weights only, and every weight must be present.
+"""
+
+# No ``from __future__ import annotations``: ``PyTorchModelHubMixin`` reads the ``config`` annotation
+# at runtime to rebuild the dataclass from config.json, and a string annotation defeats that.
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+import torch
+from huggingface_hub import PyTorchModelHubMixin
+from torch import nn
+
+from world_model.batch import WorldModelBatch
+from world_model.decoder import DecoderConfig
+from world_model.dynamics import EnsembleDynamics
+from world_model.encoder import EncoderConfig, LatentStateEncoder
+from world_model.losses import done_bce, regression_mse, token_nll
+from world_model.state import Predictions, WorldState
+from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_rows
+from world_model.uncertainty import member_std
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+@dataclass
+class WorldModelConfig:
+    """The whole world model: encoder and decoder sizes, word caps, ensemble and loss weights.
+
+    ``for_tokenizer`` fills the vocabulary and caps from a ``TurnTokenizer``. Sub-configs given as
+    dicts (as read back from config.json) are turned into their dataclasses.
+    """
+
+    encoder: EncoderConfig
+    """The history encoder."""
+    decoder: DecoderConfig
+    """Each member's observation decoder."""
+    max_observation_words: int
+    """``TokenLimits.observation`` of the tokenizer the model reads with."""
+    max_action_words: int
+    """``TokenLimits.action`` of that tokenizer."""
+    num_members: int = 5
+    """Ensemble members K (decoder and heads each); 1 gives no disagreement."""
+    head_hidden: int = 64
+    """Hidden width of each member's reward and done heads."""
+    reconstruction_weight: float = 1.0
+    """Weight of rewriting the current observation from the latent (``<look>``)."""
+    reward_weight: float = 1.0
+    """Weight of the reward MSE."""
+    done_weight: float = 1.0
+    """Weight of the done BCE."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.encoder, dict):
+            self.encoder = EncoderConfig(**self.encoder)
+        if isinstance(self.decoder, dict):
+            self.decoder = DecoderConfig(**self.decoder)
+        for name in ("max_observation_words", "max_action_words", "num_members", "head_hidden"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"WorldModelConfig.{name} must be an integer >= 1, got {value!r}")
+        for name in ("reconstruction_weight", "reward_weight", "done_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"WorldModelConfig.{name} must be a number >= 0, got {value!r}")
+        enc, dec, limits = self.encoder, self.decoder, self.limits
+        checks = [
+            ("decoder.vocab_size", dec.vocab_size == enc.vocab_size, f"equal encoder.vocab_size ({enc.vocab_size})"),
+            ("decoder.latent_size", dec.latent_size == enc.latent_size, f"equal encoder.latent_size ({enc.latent_size})"),
+            ("encoder.max_tokens", enc.max_tokens >= limits.encoder_tokens, f"be >= {limits.encoder_tokens} for these caps"),
+            ("decoder.max_query_tokens", dec.max_query_tokens >= limits.query_tokens, f"be >= {limits.query_tokens}"),
+            ("decoder.max_text_tokens", dec.max_text_tokens >= limits.text_tokens, f"be >= {limits.text_tokens}"),
+        ]
+        for name, ok, rule in checks:
+            if not ok:
+                raise ValueError(f"WorldModelConfig.{name} must {rule}")
+
+    @property
+    def limits(self) -> TokenLimits:
+        return TokenLimits(observation=self.max_observation_words, action=self.max_action_words)
+
+    @classmethod
+    def for_tokenizer(
+        cls,
+        tokenizer: TurnTokenizer,
+        *,
+        latent_size: int = 128,
+        encoder: dict[str, Any] | None = None,
+        decoder: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> "WorldModelConfig":
+        """Sizes from ``tokenizer`` (vocabulary, caps) and ``latent_size``; ``encoder`` / ``decoder``
+        override their other fields, ``options`` this config's own (``num_members``, weights, ...)."""
+        limits = tokenizer.limits
+        return cls(
+            encoder=EncoderConfig(
+                vocab_size=len(tokenizer), max_tokens=limits.encoder_tokens, latent_size=latent_size, **(encoder or {})
+            ),
+            decoder=DecoderConfig(
+                vocab_size=len(tokenizer),
+                latent_size=latent_size,
+                max_query_tokens=limits.query_tokens,
+                max_text_tokens=limits.text_tokens,
+                **(decoder or {}),
+            ),
+            max_observation_words=limits.observation,
+            max_action_words=limits.action,
+            **options,
+        )
+
+
+class WorldModel(nn.Module, PyTorchModelHubMixin):
+    """History encoder + an ensemble of dynamics members (see the module docstring).
+
+    Weights are drawn from ``seed`` alone and the global torch RNG is left as it was; members get
+    different weights from the one stream. ``tokenizer`` is required except through
+    ``from_pretrained``, which loads the one saved next to the weights.
+    """
+
+    def __init__(self, config: WorldModelConfig, tokenizer: TurnTokenizer | None = None, *, seed: int = 0) -> None:
+        super().__init__()
+        if tokenizer is None:
+            raise ValueError("WorldModel needs its TurnTokenizer (from_pretrained loads the saved one)")
+        if len(tokenizer) != config.encoder.vocab_size:
+            raise ValueError(
+                f"tokenizer has {len(tokenizer)} ids but WorldModelConfig.encoder.vocab_size is {config.encoder.vocab_size}"
+            )
+        if tokenizer.limits != config.limits:
+            raise ValueError(f"tokenizer caps {tokenizer.limits} differ from the config's {config.limits}")
+        self.config = config
+        self.tokenizer = tokenizer
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.encoder = LatentStateEncoder(config.encoder)
+            self.dynamics = EnsembleDynamics(config.decoder, config.num_members, config.head_hidden)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def _rows(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, mask = pad_rows(rows, self.tokenizer.pad_id)
+        return ids.to(self.device), mask.to(self.device)  # (B, T), (B, T)
+
+    # --- text API -----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def initial_state(self, observations: Sequence[str]) -> WorldState:
+        """The states after each row's first observation."""
+        tk = self.tokenizer
+        ids, mask = self._rows([tk.observation_row(w) for w in tk.observation_words(observations)])
+        return WorldState(self.encoder.initial_state(ids, mask), tuple(observations))  # latent (B, D)
+
+    @torch.no_grad()
+    def observe(self, states: WorldState, actions: Sequence[str], observations: Sequence[str]) -> WorldState:
+        """Fold real turns (each row's action and the observation it got back) into the states."""
+        self._check_rows(states, actions, "actions")
+        self._check_rows(states, observations, "observations")
+        tk = self.tokenizer
+        rows = [tk.turn_row(r, a) for r, a in zip(tk.observation_words(observations), tk.action_words(actions), strict=True)]
+        latent = self.encoder.step(states.latent, *self._rows(rows))  # (B, D)
+        return WorldState(latent, tuple(observations))
+
+    @torch.no_grad()
+    def step(
+        self, states: WorldState, actions: Sequence[str], *, generator: torch.Generator, greedy: bool = False
+    ) -> tuple[WorldState, Predictions]:
+        """Imagine one turn per row: sample the outcome text, fold it in, predict reward and done.
+
+        ``generator`` (on the model's device) draws every sample, the text's words and the done
+        flag, so equal generator states give equal results. ``greedy`` takes the most likely word
+        and ``done = done_probability > 0.5`` instead, and leaves ``generator`` untouched.
+        """
+        self._check_rows(states, actions, "actions")
+        tk = self.tokenizer
+        action_words = tk.action_words(actions)
+        query_ids, query_mask = self._rows([tk.query_row(w) for w in action_words])  # (B, A)
+        text = self.dynamics.generate(
+            states.latent,
+            query_ids,
+            query_mask,
+            bos_id=tk.bos_id,
+            eos_id=tk.eos_id,
+            pad_id=tk.pad_id,
+            banned_ids=self._banned_ids(),
+            max_words=tk.limits.observation,
+            generator=generator,
+            greedy=greedy,
+        )
+        results = [tk.generated_words(row) for row in text.ids.tolist()]
+        turn_ids, turn_mask = self._rows([tk.turn_row(r, a) for r, a in zip(results, action_words, strict=True)])  # (B, T)
+        latent = self.encoder.step(states.latent, turn_ids, turn_mask)  # (B, D)
+        rewards, done_logits = self.dynamics.outcome(latent)  # (K, B), (K, B)
+        done_probs = torch.sigmoid(done_logits)  # (K, B)
+        done_probability = done_probs.mean(dim=0)  # (B,)
+        if greedy:
+            done = done_probability > 0.5  # (B,)
+        else:
+            done = torch.bernoulli(done_probability, generator=generator).bool()  # (B,)
+        observations = [tk.decode(r) for r in results]
+        predictions = Predictions(
+            observations=observations,
+            reward=rewards.mean(dim=0),
+            done_probability=done_probability,
+            done=done,
+            uncertainty=text.disagreement,
+            reward_std=member_std(rewards),
+            done_std=member_std(done_probs),
+            ended=text.ended,
+        )
+        return WorldState(latent, tuple(observations)), predictions
+
+    def _banned_ids(self) -> list[int]:
+        tk = self.tokenizer
+        return [tk.pad_id, tk.bos_id, tk.tokenizer.unk_token_id, tk.obs_id, tk.act_id, tk.res_id, tk.look_id]
+
+    @staticmethod
+    def _check_rows(states: WorldState, values: Sequence[str], name: str) -> None:
+        if len(values) != len(states):
+            raise ValueError(f"{len(values)} {name} for {len(states)} states")
+
+    # --- training -------------------------------------------------------------------------------------
+    def loss(self, batch: WorldModelBatch) -> dict[str, torch.Tensor]:
+        """Teacher-forced losses, each summed over the K members (``world_model.losses``).
+
+        ``observation_nll``: next-observation tokens given the latent before the turn and
+        ``<act> action``; ``reconstruction_nll``: the current observation given the latent and
+        ``<look>``; ``reward_mse`` and ``done_bce`` from the latent after the turn. ``loss`` is
+        their sum under the config's weights. Token NLLs are means per target token (``</s>``
+        included).
+        """
+        batch = batch.to(self.device)
+        latents = self.encoder.states(
+            batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
+        )  # (B, N + 1, D)
+        outcome, current = batch.outcome_mask, batch.latent_mask  # (B, N), (B, N + 1)
+        before = latents[:, :-1][outcome]  # (R, D)
+        after = latents[:, 1:][outcome]  # (R, D)
+        now = latents[current]  # (R', D)
+        look_ids = torch.full((now.shape[0], batch.query_ids.shape[-1]), self.tokenizer.pad_id, device=self.device)
+        look_ids[:, 0] = self.tokenizer.look_id  # (R', A)
+        look_mask = (look_ids != self.tokenizer.pad_id).long()  # (R', A)
+        texts = torch.cat([batch.text_ids[:, 1:][outcome], batch.text_ids[current]])  # (R + R', S)
+        text_mask = torch.cat([batch.text_mask[:, 1:][outcome], batch.text_mask[current]])  # (R + R', S)
+        logits = self.dynamics.logits(
+            torch.cat([before, now]),
+            torch.cat([batch.query_ids[outcome], look_ids]),
+            torch.cat([batch.query_mask[outcome], look_mask]),
+            texts[:, :-1],
+        )  # (K, R + R', S - 1, V)
+        rows = before.shape[0]
+        next_nll = token_nll(logits[:, :rows], texts[:rows, 1:], text_mask[:rows, 1:])  # (K,)
+        now_nll = token_nll(logits[:, rows:], texts[rows:, 1:], text_mask[rows:, 1:])  # (K,)
+        rewards, done_logits = self.dynamics.outcome(after)  # (K, R), (K, R)
+        reward_mse = regression_mse(rewards, batch.rewards[outcome])  # (K,)
+        bce = done_bce(done_logits, batch.dones[outcome])  # (K,)
+        parts = {
+            "observation_nll": next_nll.sum(),
+            "reconstruction_nll": now_nll.sum(),
+            "reward_mse": reward_mse.sum(),
+            "done_bce": bce.sum(),
+        }
+        c = self.config
+        parts["loss"] = (
+            parts["observation_nll"]
+            + c.reconstruction_weight * parts["reconstruction_nll"]
+            + c.reward_weight * parts["reward_mse"]
+            + c.done_weight * parts["done_bce"]
+        )
+        return parts
+
+    # --- saving ---------------------------------------------------------------------------------------
+    def _save_pretrained(self, save_directory: Path) -> None:
+        safetensors.torch.save_model(self, str(Path(save_directory) / WEIGHTS_FILE))
+        self.tokenizer.save(save_directory)
+
+    @classmethod
+    def _from_pretrained(
+        cls,
+        *,
+        model_id: str,
+        revision: str | None,
+        cache_dir: str | Path | None,
+        force_download: bool,
+        local_files_only: bool,
+        token: str | bool | None,
+        map_location: str = "cpu",
+        **model_kwargs: Any,
+    ) -> "WorldModel":
+        weights = Path(model_id) / WEIGHTS_FILE
+        if not os.path.isfile(weights):
+            raise FileNotFoundError(f"{weights} not found: WorldModel loads local folders with safetensors weights")
+        config: WorldModelConfig = model_kwargs.pop("config")
+        tokenizer = TurnTokenizer.load(model_id, config.limits)
+        model = cls(config, tokenizer, **{k: v for k, v in model_kwargs.items() if k == "seed"})
+        safetensors.torch.load_model(model, str(weights), strict=True, device=map_location)
+        return model.eval()
+
