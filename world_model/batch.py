@@ -61,17 +61,26 @@ def build_training_batch(trajectories: Sequence[Trajectory], tokenizer: TurnToke
     """
     imagined = [t.trajectory_id for t in trajectories if t.source != "real"]
     if imagined:
-        raise ValueError(f"world model batches take real trajectories only; imagined trajectory ids: {imagined}")
+        raise ValueError(
+            f"world model batches take real trajectories only; imagined trajectory ids: {imagined}"
+        )
     kept = [t for t in trajectories if t.turns]
     if not any(t.num_turns > t.branch_turn for t in kept):
         raise ValueError("no trajectory has a played turn to learn from")
     tk = tokenizer
     first = tk.observation_words([t.turns[0].observation for t in kept])
-    seen = [[words, *tk.observation_words([turn.next_observation for turn in t.turns])] for words, t in zip(first, kept, strict=True)]
+    seen = [
+        [words, *tk.observation_words([turn.next_observation for turn in t.turns])]
+        for words, t in zip(first, kept, strict=True)
+    ]
     actions = [tk.action_words([turn.action for turn in t.turns]) for t in kept]
     observation_ids, observation_mask = pad_rows([tk.observation_row(w) for w in first], tk.pad_id)
     turn_ids, turn_mask = pad_nested(
-        [[tk.turn_row(r, a) for r, a in zip(obs[1:], acts, strict=True)] for obs, acts in zip(seen, actions, strict=True)], tk.pad_id
+        [
+            [tk.turn_row(r, a) for r, a in zip(obs[1:], acts, strict=True)]
+            for obs, acts in zip(seen, actions, strict=True)
+        ],
+        tk.pad_id,
     )
     query_ids, query_mask = pad_nested([[tk.query_row(a) for a in acts] for acts in actions], tk.pad_id)
     text_ids, text_mask = pad_nested([[tk.text_row(w) for w in obs] for obs in seen], tk.pad_id)

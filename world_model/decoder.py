@@ -56,7 +56,8 @@ class DecoderConfig:
                 raise ValueError(f"DecoderConfig.{f.name} must be an integer >= 1, got {value!r}")
         if self.model_size % self.num_heads:
             raise ValueError(
-                f"DecoderConfig.model_size ({self.model_size}) must be divisible by num_heads ({self.num_heads})"
+                f"DecoderConfig.model_size ({self.model_size}) must be divisible by num_heads "
+                f"({self.num_heads})"
             )
 
 
@@ -84,16 +85,23 @@ class ObservationDecoder(nn.Module):
         self.norm = nn.LayerNorm(size)
         self.out = nn.Linear(size, config.vocab_size)
 
-    def memory(self, latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """What the text cross-attends to: ``(B, M + A, d)`` vectors and a ``(B, M + A)`` bool padding mask."""
+    def memory(
+        self, latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the text cross-attends to: ``(B, M + A, d)`` vectors, ``(B, M + A)`` bool padding mask."""
         if query_ids.shape[1] > self.config.max_query_tokens:
-            raise ValueError(f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens ({self.config.max_query_tokens})")
+            raise ValueError(
+                f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens "
+                f"({self.config.max_query_tokens})"
+            )
         slots = rearrange(self.to_slots(latent), "b (m d) -> b m d", m=self.config.latent_slots)  # (B, M, d)
         slots = slots + self.slot_positions  # (B, M, d)
         positions = torch.arange(query_ids.shape[1], device=query_ids.device)  # (A,)
         query = self.tokens(query_ids) + self.query_positions(positions)  # (B, A, d)
         memory = torch.cat([slots, query], dim=1)  # (B, M + A, d)
-        blocked = torch.cat([torch.zeros_like(slots[..., 0], dtype=torch.bool), query_mask == 0], dim=1)  # (B, M + A)
+        blocked = torch.cat(
+            [torch.zeros_like(slots[..., 0], dtype=torch.bool), query_mask == 0], dim=1
+        )  # (B, M + A)
         return memory, blocked
 
     def forward(
@@ -106,9 +114,13 @@ class ObservationDecoder(nn.Module):
         """
         width = text_ids.shape[1]
         if width > self.config.max_text_tokens:
-            raise ValueError(f"text rows of {width} tokens exceed max_text_tokens ({self.config.max_text_tokens})")
+            raise ValueError(
+                f"text rows of {width} tokens exceed max_text_tokens ({self.config.max_text_tokens})"
+            )
         memory, blocked = self.memory(latent, query_ids, query_mask)  # (B, M + A, d), (B, M + A)
         positions = torch.arange(width, device=text_ids.device)  # (S,)
         x = self.tokens(text_ids) + self.text_positions(positions)  # (B, S, d)
-        x = self.blocks(x, memory, tgt_mask=causal_mask(width, text_ids.device), memory_key_padding_mask=blocked)
+        x = self.blocks(
+            x, memory, tgt_mask=causal_mask(width, text_ids.device), memory_key_padding_mask=blocked
+        )
         return self.out(self.norm(x))  # (B, S, V)

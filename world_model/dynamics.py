@@ -67,7 +67,7 @@ class EnsembleDynamics(nn.Module):
         return torch.stack([decoder(latent, query_ids, query_mask, text_ids) for decoder in self.decoders])
 
     def outcome(self, next_latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every member's reward and done logit from the latent after the turn: ``(B, D)`` -> ``(K, B)`` each."""
+        """Each member's reward and done logit from the latent after the turn: ``(B, D)`` -> ``(K, B)``."""
         rewards, dones = zip(*(head(next_latent) for head in self.heads), strict=True)
         return torch.stack(rewards), torch.stack(dones)  # (K, B), (K, B)
 

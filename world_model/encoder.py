@@ -39,7 +39,7 @@ class EncoderConfig:
     vocab_size: int
     """Number of token ids (the turn tokenizer's ``len``)."""
     max_tokens: int
-    """Longest row the encoder reads (``TokenLimits.encoder_tokens``); the positional readout has this many slots."""
+    """Longest row read (``TokenLimits.encoder_tokens``); the positional readout has this many slots."""
     embed_size: int = 64
     """Width of token embeddings and of the convolutions."""
     feature_size: int = 128
@@ -73,7 +73,9 @@ class TurnEmbedder(nn.Module):
         self.positions = nn.Embedding(config.max_tokens, config.embed_size)
         self.norms = nn.ModuleList(nn.LayerNorm(config.embed_size) for _ in range(config.conv_layers))
         self.convs = nn.ModuleList(
-            nn.Conv1d(config.embed_size, config.embed_size, config.kernel_size, padding=config.kernel_size // 2)
+            nn.Conv1d(
+                config.embed_size, config.embed_size, config.kernel_size, padding=config.kernel_size // 2
+            )
             for _ in range(config.conv_layers)
         )
         self.readout = nn.Linear(config.embed_size, config.readout_channels)
@@ -137,7 +139,9 @@ class LatentStateEncoder(nn.Module):
         batch, n_turns = turn_ids.shape[:2]
         turn_count = turn_count.to(turn_ids.device)
         if turn_count.shape != (batch,) or bool((turn_count < 0).any()) or bool((turn_count > n_turns).any()):
-            raise ValueError(f"turn_count must be (B,) = ({batch},) counts in 0..{n_turns}, got {turn_count.tolist()}")
+            raise ValueError(
+                f"turn_count must be (B,) = ({batch},) counts in 0..{n_turns}, got {turn_count.tolist()}"
+            )
         real = torch.arange(n_turns, device=turn_ids.device) < rearrange(turn_count, "b -> b 1")  # (B, N)
         state = self.initial_state(obs_ids, obs_mask)  # (B, D)
         features = state.new_zeros(batch, n_turns, self.config.feature_size)  # (B, N, F)

@@ -20,7 +20,9 @@ def token_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -
     members = logits.shape[0]
     flat = rearrange(logits.float(), "k r s v -> (k r s) v")  # (K*R*S, V)
     wanted = rearrange(repeat(targets, "r s -> k r s", k=members), "k r s -> (k r s)")  # (K*R*S,)
-    nll = rearrange(F.cross_entropy(flat, wanted, reduction="none"), "(k r s) -> k r s", k=members, r=targets.shape[0])
+    nll = rearrange(
+        F.cross_entropy(flat, wanted, reduction="none"), "(k r s) -> k r s", k=members, r=targets.shape[0]
+    )
     weight = mask.to(nll.dtype)  # (R, S)
     return (nll * weight).sum(dim=(1, 2)) / weight.sum().clamp(min=1.0)  # (K,)
 

@@ -35,7 +35,7 @@ from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.losses import done_bce, regression_mse, token_nll
 from world_model.state import Predictions, WorldState
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_rows
-from world_model.uncertainty import member_std
+from world_model.uncertainty import member_std, mutual_information
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -81,16 +81,19 @@ class WorldModelConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"WorldModelConfig.{name} must be a number >= 0, got {value!r}")
         enc, dec, limits = self.encoder, self.decoder, self.limits
-        checks = [
-            ("decoder.vocab_size", dec.vocab_size == enc.vocab_size, f"equal encoder.vocab_size ({enc.vocab_size})"),
-            ("decoder.latent_size", dec.latent_size == enc.latent_size, f"equal encoder.latent_size ({enc.latent_size})"),
-            ("encoder.max_tokens", enc.max_tokens >= limits.encoder_tokens, f"be >= {limits.encoder_tokens} for these caps"),
-            ("decoder.max_query_tokens", dec.max_query_tokens >= limits.query_tokens, f"be >= {limits.query_tokens}"),
-            ("decoder.max_text_tokens", dec.max_text_tokens >= limits.text_tokens, f"be >= {limits.text_tokens}"),
-        ]
-        for name, ok, rule in checks:
-            if not ok:
-                raise ValueError(f"WorldModelConfig.{name} must {rule}")
+        for name, value, wanted in (
+            ("decoder.vocab_size", dec.vocab_size, enc.vocab_size),
+            ("decoder.latent_size", dec.latent_size, enc.latent_size),
+        ):
+            if value != wanted:
+                raise ValueError(f"WorldModelConfig.{name} ({value}) must equal the encoder's ({wanted})")
+        for name, value, least in (
+            ("encoder.max_tokens", enc.max_tokens, limits.encoder_tokens),
+            ("decoder.max_query_tokens", dec.max_query_tokens, limits.query_tokens),
+            ("decoder.max_text_tokens", dec.max_text_tokens, limits.text_tokens),
+        ):
+            if value < least:
+                raise ValueError(f"WorldModelConfig.{name} ({value}) must be >= {least} for the word caps")
 
     @property
     def limits(self) -> TokenLimits:
@@ -111,7 +114,10 @@ class WorldModelConfig:
         limits = tokenizer.limits
         return cls(
             encoder=EncoderConfig(
-                vocab_size=len(tokenizer), max_tokens=limits.encoder_tokens, latent_size=latent_size, **(encoder or {})
+                vocab_size=len(tokenizer),
+                max_tokens=limits.encoder_tokens,
+                latent_size=latent_size,
+                **(encoder or {}),
             ),
             decoder=DecoderConfig(
                 vocab_size=len(tokenizer),
@@ -134,13 +140,16 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
     ``from_pretrained``, which loads the one saved next to the weights.
     """
 
-    def __init__(self, config: WorldModelConfig, tokenizer: TurnTokenizer | None = None, *, seed: int = 0) -> None:
+    def __init__(
+        self, config: WorldModelConfig, tokenizer: TurnTokenizer | None = None, *, seed: int = 0
+    ) -> None:
         super().__init__()
         if tokenizer is None:
             raise ValueError("WorldModel needs its TurnTokenizer (from_pretrained loads the saved one)")
         if len(tokenizer) != config.encoder.vocab_size:
             raise ValueError(
-                f"tokenizer has {len(tokenizer)} ids but WorldModelConfig.encoder.vocab_size is {config.encoder.vocab_size}"
+                f"tokenizer has {len(tokenizer)} ids but WorldModelConfig.encoder.vocab_size is "
+                f"{config.encoder.vocab_size}"
             )
         if tokenizer.limits != config.limits:
             raise ValueError(f"tokenizer caps {tokenizer.limits} differ from the config's {config.limits}")
@@ -173,7 +182,10 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         self._check_rows(states, actions, "actions")
         self._check_rows(states, observations, "observations")
         tk = self.tokenizer
-        rows = [tk.turn_row(r, a) for r, a in zip(tk.observation_words(observations), tk.action_words(actions), strict=True)]
+        rows = [
+            tk.turn_row(r, a)
+            for r, a in zip(tk.observation_words(observations), tk.action_words(actions), strict=True)
+        ]
         latent = self.encoder.step(states.latent, *self._rows(rows))  # (B, D)
         return WorldState(latent, tuple(observations))
 
@@ -204,7 +216,9 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             greedy=greedy,
         )
         results = [tk.generated_words(row) for row in text.ids.tolist()]
-        turn_ids, turn_mask = self._rows([tk.turn_row(r, a) for r, a in zip(results, action_words, strict=True)])  # (B, T)
+        turn_ids, turn_mask = self._rows(
+            [tk.turn_row(r, a) for r, a in zip(results, action_words, strict=True)]
+        )  # (B, T)
         latent = self.encoder.step(states.latent, turn_ids, turn_mask)  # (B, D)
         rewards, done_logits = self.dynamics.outcome(latent)  # (K, B), (K, B)
         done_probs = torch.sigmoid(done_logits)  # (K, B)
@@ -225,6 +239,30 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             ended=text.ended,
         )
         return WorldState(latent, tuple(observations)), predictions
+
+    @torch.no_grad()
+    def disagreement(
+        self, states: WorldState, actions: Sequence[str], observations: Sequence[str]
+    ) -> torch.Tensor:
+        """``(B,)`` the members' disagreement about given outcomes, teacher-forced: the mean mutual
+        information per token of each row's observation (``</s>`` included) after its action.
+
+        The measure ``step`` reports on its own samples, here for outcomes chosen by the caller
+        (e.g. real transitions, to see where the model is still unsure).
+        """
+        self._check_rows(states, actions, "actions")
+        self._check_rows(states, observations, "observations")
+        tk = self.tokenizer
+        query_ids, query_mask = self._rows([tk.query_row(w) for w in tk.action_words(actions)])  # (B, A)
+        text_ids, text_mask = self._rows(
+            [tk.text_row(w) for w in tk.observation_words(observations)]
+        )  # (B, S)
+        logits = self.dynamics.logits(
+            states.latent, query_ids, query_mask, text_ids[:, :-1]
+        )  # (K, B, S-1, V)
+        per_token = mutual_information(torch.softmax(logits.float(), dim=-1))  # (B, S - 1)
+        scored = text_mask[:, 1:].float()  # (B, S - 1)
+        return (per_token * scored).sum(-1) / scored.sum(-1)  # (B,)
 
     def _banned_ids(self) -> list[int]:
         tk = self.tokenizer
@@ -253,7 +291,9 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         before = latents[:, :-1][outcome]  # (R, D)
         after = latents[:, 1:][outcome]  # (R, D)
         now = latents[current]  # (R', D)
-        look_ids = torch.full((now.shape[0], batch.query_ids.shape[-1]), self.tokenizer.pad_id, device=self.device)
+        look_ids = torch.full(
+            (now.shape[0], batch.query_ids.shape[-1]), self.tokenizer.pad_id, device=self.device
+        )
         look_ids[:, 0] = self.tokenizer.look_id  # (R', A)
         look_mask = (look_ids != self.tokenizer.pad_id).long()  # (R', A)
         texts = torch.cat([batch.text_ids[:, 1:][outcome], batch.text_ids[current]])  # (R + R', S)
@@ -305,10 +345,11 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
     ) -> "WorldModel":
         weights = Path(model_id) / WEIGHTS_FILE
         if not os.path.isfile(weights):
-            raise FileNotFoundError(f"{weights} not found: WorldModel loads local folders with safetensors weights")
+            raise FileNotFoundError(
+                f"{weights} not found: WorldModel loads local folders with safetensors weights"
+            )
         config: WorldModelConfig = model_kwargs.pop("config")
         tokenizer = TurnTokenizer.load(model_id, config.limits)
         model = cls(config, tokenizer, **{k: v for k, v in model_kwargs.items() if k == "seed"})
         safetensors.torch.load_model(model, str(weights), strict=True, device=map_location)
         return model.eval()
-

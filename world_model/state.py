@@ -23,7 +23,8 @@ class WorldState:
         object.__setattr__(self, "observations", tuple(self.observations))
         if self.latent.dim() != 2 or self.latent.shape[0] != len(self.observations):
             raise ValueError(
-                f"WorldState: latent of shape {tuple(self.latent.shape)} for {len(self.observations)} observations"
+                f"WorldState: latent of shape {tuple(self.latent.shape)} "
+                f"for {len(self.observations)} observations"
             )
 
     def __len__(self) -> int:

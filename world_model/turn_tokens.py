@@ -97,7 +97,9 @@ def _frozen_lake_shape(kwargs: dict[str, Any]) -> tuple[int, int]:
     return len(desc), len(desc[0])
 
 
-def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_rows(
+    rows: Sequence[Sequence[int]], pad_id: int, length: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad id lists to ``(B, T)`` ids and a ``(B, T)`` long mask (T: ``length`` or the longest row)."""
     width = max([len(r) for r in rows] + [1]) if length is None else length
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
@@ -111,7 +113,7 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, length: int | None = No
 
 
 def pad_nested(rows: Sequence[Sequence[Sequence[int]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad ragged ``[batch][item][id]`` lists to ``(B, N, T)`` ids and mask; missing items are all padding."""
+    """Right-pad ragged ``[batch][item][id]`` lists to ``(B, N, T)`` ids and mask (missing items: padding)."""
     n = max([len(r) for r in rows] + [1])
     width = max([len(x) for r in rows for x in r] + [1])
     ids = torch.full((len(rows), n, width), pad_id, dtype=torch.long)  # (B, N, T)
@@ -134,7 +136,11 @@ class TurnTokenizer:
         self.tokenizer = tokenizer
         self.limits = limits
         vocab = tokenizer.get_vocab()
-        self.pad_id, self.bos_id, self.eos_id = tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
+        self.pad_id, self.bos_id, self.eos_id = (
+            tokenizer.pad_token_id,
+            tokenizer.bos_token_id,
+            tokenizer.eos_token_id,
+        )
         self.obs_id, self.act_id, self.res_id, self.look_id = (vocab[m] for m in MARKERS)
         self.newline_id = vocab[NEWLINE]
 
@@ -195,11 +201,16 @@ class TurnTokenizer:
         """Encoder observation rows: ``(B, T)`` ids and mask."""
         return pad_rows([self.observation_row(w) for w in self.observation_words(observations)], self.pad_id)
 
-    def encode_turns(self, actions: Sequence[str], results: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode_turns(
+        self, actions: Sequence[str], results: Sequence[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Encoder turn rows (action text plus the result it produced): ``(B, T)`` ids and mask."""
         if len(actions) != len(results):
             raise ValueError(f"{len(actions)} actions for {len(results)} results")
-        rows = [self.turn_row(r, a) for r, a in zip(self.observation_words(results), self.action_words(actions), strict=True)]
+        rows = [
+            self.turn_row(r, a)
+            for r, a in zip(self.observation_words(results), self.action_words(actions), strict=True)
+        ]
         return pad_rows(rows, self.pad_id)
 
     def encode_queries(self, actions: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,12 +21,20 @@ def tiny_model(tokenizer: TurnTokenizer, seed: int = 0, **overrides) -> WorldMod
 
 def hidden_number_trajectories(seed: int, groups: int, agent: str = "mixed") -> list[envs.Trajectory]:
     """Expert and random episodes (``mixed``), or one kind, with ids that never collide."""
-    expert = envs.collect(envs.ExpertAgent(), "hidden_number", group_size=1, n_groups=groups, seed=seed, progress=False)
+    expert = envs.collect(
+        envs.ExpertAgent(), "hidden_number", group_size=1, n_groups=groups, seed=seed, progress=False
+    )
     if agent == "expert":
         return expert
     random = envs.collect(
-        envs.RandomAgent(seed), "hidden_number", group_size=1, n_groups=groups, seed=seed + 1, progress=False,
-        first_group_id=groups, first_trajectory_id=groups,
+        envs.RandomAgent(seed),
+        "hidden_number",
+        group_size=1,
+        n_groups=groups,
+        seed=seed + 1,
+        progress=False,
+        first_group_id=groups,
+        first_trajectory_id=groups,
     )
     return random if agent == "random" else expert + random
 

@@ -20,10 +20,16 @@ def test_turn_by_turn_equals_the_whole_history_on_ragged_batches(hn_tokenizer, h
     batch = build_training_batch(hn_trajectories, hn_tokenizer)
     counts = batch.turn_count
     assert len(set(counts.tolist())) > 2  # ragged: the check covers rows that stop early
-    model = LatentStateEncoder(EncoderConfig(vocab_size=len(hn_tokenizer), max_tokens=40, latent_size=20)).eval()
+    model = LatentStateEncoder(
+        EncoderConfig(vocab_size=len(hn_tokenizer), max_tokens=40, latent_size=20)
+    ).eval()
     with torch.no_grad():
-        full = model.encode(batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, counts)
-        every = model.states(batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, counts)
+        full = model.encode(
+            batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, counts
+        )
+        every = model.states(
+            batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, counts
+        )
         for b, trajectory in enumerate(hn_trajectories):
             ids, mask = hn_tokenizer.encode_observations([trajectory.turns[0].observation])
             state = model.initial_state(ids, mask)  # (1, D)

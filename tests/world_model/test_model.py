@@ -32,7 +32,11 @@ def step(model, states, actions, seed, greedy=False):
 
 def test_the_decoder_reads_only_a_latent_and_a_query():
     assert list(inspect.signature(ObservationDecoder.forward).parameters) == [
-        "self", "latent", "query_ids", "query_mask", "text_ids"
+        "self",
+        "latent",
+        "query_ids",
+        "query_mask",
+        "text_ids",
     ]
 
 
@@ -101,8 +105,10 @@ def test_prediction_shapes_and_ranges(model):
         assert getattr(pred, name).shape == (3,), name
     assert pred.done.dtype == torch.bool and pred.ended.dtype == torch.bool
     assert bool((pred.uncertainty >= 0).all()) and bool((pred.done_probability <= 1).all())
-    assert all(len(model.tokenizer.observation_words([o])[0]) <= model.config.max_observation_words
-               for o in pred.observations)
+    assert all(
+        len(model.tokenizer.observation_words([o])[0]) <= model.config.max_observation_words
+        for o in pred.observations
+    )
     assert len(states.select([2, 0, 0])) == 3
     with pytest.raises(ValueError, match="2 actions for 3 states"):
         step(model, states, ["guess(1)"] * 2, seed=0)
@@ -138,7 +144,9 @@ def test_save_and_load_give_identical_outputs(tmp_path, hn_tokenizer, hn_traject
     with torch.no_grad():
         assert torch.equal(loaded.loss(batch)["loss"], model.eval().loss(batch)["loss"])
     states = [m.initial_state([FIRST] * 2) for m in (model, loaded)]
-    out = [step(m, s, ["guess(4)", "guess(12)"], seed=1) for m, s in zip((model, loaded), states, strict=True)]
+    out = [
+        step(m, s, ["guess(4)", "guess(12)"], seed=1) for m, s in zip((model, loaded), states, strict=True)
+    ]
     assert out[0][1].observations == out[1][1].observations
     assert torch.equal(out[0][0].latent, out[1][0].latent)
     (tmp_path / "model.safetensors").unlink()
@@ -173,16 +181,22 @@ def test_inconsistent_configs_and_tokenizers_are_named(hn_tokenizer):
     with pytest.raises(ValueError, match="max_text_tokens"):
         WorldModelConfig(
             encoder=config.encoder,
-            decoder=DecoderConfig(**{**vars(config.decoder), "max_text_tokens": config.decoder.max_text_tokens - 1}),
+            decoder=DecoderConfig(
+                **{**vars(config.decoder), "max_text_tokens": config.decoder.max_text_tokens - 1}
+            ),
             max_observation_words=config.max_observation_words,
             max_action_words=config.max_action_words,
         )
     other = TurnTokenizer.build(["guess", "higher"], hn_tokenizer.limits)
     with pytest.raises(ValueError, match="vocab_size"):
         WorldModel(config, other)
-    wider = TurnTokenizer(hn_tokenizer.tokenizer, TokenLimits(observation=hn_tokenizer.limits.observation, action=2))
+    wider = TurnTokenizer(
+        hn_tokenizer.tokenizer, TokenLimits(observation=hn_tokenizer.limits.observation, action=2)
+    )
     with pytest.raises(ValueError, match="caps"):
         WorldModel(config, wider)
     with pytest.raises(ValueError, match="TurnTokenizer"):
         WorldModel(config)
-    assert WorldModelConfig(**{**vars(config), "encoder": vars(config.encoder)}) == config  # read back from json
+    assert (
+        WorldModelConfig(**{**vars(config), "encoder": vars(config.encoder)}) == config
+    )  # read back from json

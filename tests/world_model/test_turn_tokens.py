@@ -97,10 +97,16 @@ class _Clumsy:
 
 @pytest.mark.parametrize(
     ("name", "kwargs"),
-    [("minishop", {"results_per_page": 10}), ("minishop", {}), ("hidden_number", {"observation": "transcript"})],
+    [
+        ("minishop", {"results_per_page": 10}),
+        ("minishop", {}),
+        ("hidden_number", {"observation": "transcript"}),
+    ],
 )
 def test_default_limits_hold_played_observations(name, kwargs):
-    trajectories = envs.collect(_Clumsy(), name, env_kwargs=kwargs, group_size=2, n_groups=8, seed=0, progress=False)
+    trajectories = envs.collect(
+        _Clumsy(), name, env_kwargs=kwargs, group_size=2, n_groups=8, seed=0, progress=False
+    )
     texts = [turn.next_observation for t in trajectories for turn in t.turns]
     texts += [t.turns[0].observation for t in trajectories]
     assert fits(default_token_limits(name, kwargs), texts)
@@ -111,4 +117,6 @@ def test_tokenizer_save_and_load(tmp_path, hn_tokenizer):
     loaded = TurnTokenizer.load(tmp_path, hn_tokenizer.limits)
     text = ["guess 8 : higher\ninvalid action . call guess(k)"]
     assert loaded.observation_words(text) == hn_tokenizer.observation_words(text)
-    assert torch.equal(loaded.encode_turns(["guess(2)"], text)[0], hn_tokenizer.encode_turns(["guess(2)"], text)[0])
+    assert torch.equal(
+        loaded.encode_turns(["guess(2)"], text)[0], hn_tokenizer.encode_turns(["guess(2)"], text)[0]
+    )

@@ -17,7 +17,9 @@ def test_agreeing_members_have_no_disagreement_however_unsure():
 
 
 def test_disagreement_is_the_mean_kl_to_the_mixture():
-    probs = torch.softmax(torch.randn(4, 2, 3, 7, generator=torch.Generator().manual_seed(0)), dim=-1)  # (K, B, S, V)
+    probs = torch.softmax(
+        torch.randn(4, 2, 3, 7, generator=torch.Generator().manual_seed(0)), dim=-1
+    )  # (K, B, S, V)
     mixture = probs.mean(0)
     kl = (probs * (probs.log() - mixture.log())).sum(-1).mean(0)  # (B, S)
     assert torch.allclose(mutual_information(probs), kl, atol=1e-6)
@@ -35,8 +37,12 @@ def test_token_nll_ignores_masked_positions_and_keeps_members_apart():
     mask = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
     nll = token_nll(logits, targets, mask)
     for k in range(2):
-        rows = [F.cross_entropy(logits[k, r, : int(mask[r].sum())], targets[r, : int(mask[r].sum())], reduction="sum")
-                for r in range(3)]
+        rows = [
+            F.cross_entropy(
+                logits[k, r, : int(mask[r].sum())], targets[r, : int(mask[r].sum())], reduction="sum"
+            )
+            for r in range(3)
+        ]
         assert torch.allclose(nll[k], sum(rows) / mask.sum(), atol=1e-6)
     scrambled = torch.where(mask.bool(), targets, (targets + 1) % 5)
     assert torch.allclose(token_nll(logits, scrambled, mask), nll)
