@@ -1,17 +1,22 @@
 """The critic: values of agent states for PPO, behind one turn-level seam.
 
-``TurnCritic`` maps ``CriticStates`` to one value per state; ``TokenCritic`` (prompt ids) implements
-it today and the latent critic (agent history) next. ``gae`` is the one GAE / lambda-return
-recursion, shared with the policy's estimators.
+``TurnCritic`` maps ``CriticStates`` to one value per state; ``TokenCritic`` reads the prompt ids the
+policy saw, ``LatentCritic`` the agent's history (the world model's encoder plus a value head).
+``gae`` is the one GAE / lambda-return recursion, shared with the policy's estimators.
 """
 
 from critic.base import CriticStates, TurnCritic
+from critic.history_text import HistoryText
+from critic.latent_critic import LatentCritic, LatentCriticConfig
 from critic.targets import gae
 from critic.token_alignment import first_response_column, token_values, turn_values
 from critic.token_critic import TokenCritic, TokenCriticConfig
 
 __all__ = [
     "CriticStates",
+    "HistoryText",
+    "LatentCritic",
+    "LatentCriticConfig",
     "TokenCritic",
     "TokenCriticConfig",
     "TurnCritic",
