@@ -1,5 +1,7 @@
 """Shared fixtures: hidden_number trajectories and tiny world models (sizes chosen for speed)."""
 
+import random
+
 import pytest
 
 import envs
@@ -44,6 +46,23 @@ def hn_tokenizer() -> TurnTokenizer:
     return TurnTokenizer.for_env("hidden_number")
 
 
+class Clumsy:
+    """Random guesses, with malformed actions now and then: rows of several lengths."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def act(self, views):
+        return [
+            "please guess(3)" if self.rng.random() < 0.3 else v.env.random_action(self.rng) for v in views
+        ]
+
+
 @pytest.fixture(scope="session")
 def hn_trajectories() -> list[envs.Trajectory]:
-    return hidden_number_trajectories(seed=0, groups=6)
+    """Expert, random and clumsy episodes: ragged in turns and in row lengths."""
+    clumsy = envs.collect(
+        Clumsy(0), "hidden_number", group_size=1, n_groups=4, seed=50, progress=False,
+        first_group_id=100, first_trajectory_id=100,
+    )  # fmt: skip
+    return hidden_number_trajectories(seed=0, groups=6) + clumsy

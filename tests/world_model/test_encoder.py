@@ -10,19 +10,29 @@ from world_model.turn_tokens import pad_rows
 CONFIG = EncoderConfig(vocab_size=40, max_tokens=24, embed_size=16, feature_size=24, latent_size=20)
 
 
+def perturbed(encoder: LatentStateEncoder) -> LatentStateEncoder:
+    """Every weight moved off its initial value: a fresh LayerNorm has zero bias, which would hide
+    padding that leaks through it."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in encoder.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    return encoder.eval()
+
+
 @pytest.fixture(scope="module")
 def encoder() -> LatentStateEncoder:
     torch.manual_seed(0)
-    return LatentStateEncoder(CONFIG).eval()
+    return perturbed(LatentStateEncoder(CONFIG))
 
 
 def test_turn_by_turn_equals_the_whole_history_on_ragged_batches(hn_tokenizer, hn_trajectories):
     batch = build_training_batch(hn_trajectories, hn_tokenizer)
     counts = batch.turn_count
     assert len(set(counts.tolist())) > 2  # ragged: the check covers rows that stop early
-    model = LatentStateEncoder(
-        EncoderConfig(vocab_size=len(hn_tokenizer), max_tokens=40, latent_size=20)
-    ).eval()
+    model = perturbed(
+        LatentStateEncoder(EncoderConfig(vocab_size=len(hn_tokenizer), max_tokens=40, latent_size=20))
+    )
     with torch.no_grad():
         full = model.encode(
             batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, counts
