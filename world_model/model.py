@@ -6,6 +6,7 @@ decoders (reading only the latent and the action), folds the sampled turn back i
 with the encoder's ``step`` exactly as a real turn is folded, and reads reward and done from the
 new latent. ``observe`` folds real turns. A long imagined episode therefore conditions on what it
 has itself produced, the same way a real one conditions on what the env answered.
+``disagreement(states, actions, observations)`` scores given outcomes by the members' disagreement.
 
 Training API: ``loss(batch)`` on a ``WorldModelBatch`` (``build_training_batch``), teacher-forced.
 
