@@ -16,7 +16,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from policy.algorithms import AlgoConfig
 from policy.config import PolicyConfig
 
-CRITICS = ("token",)
+CRITICS = ("token", "latent")
 
 
 @dataclass
@@ -30,8 +30,9 @@ class EnvConfig:
 @dataclass
 class CriticConfig:
     name: str = "token"
-    """Which critic values states for ppo_turn, ppo_token and sppo: ``token``, a small decoder over the
-    prompt ids the policy saw."""
+    """Which critic values states for the critic-based algorithms: ``token``, a small decoder over the
+    prompt ids the policy saw (ppo_turn, ppo_token, sppo); ``latent``, the world model's history
+    encoder with a value head, reading the episode so far (ppo_turn, sppo; it has no per-token values)."""
     hidden_size: int = 32
     """Width of the token critic's decoder."""
     num_layers: int = 1
@@ -40,13 +41,35 @@ class CriticConfig:
     """Attention heads of the token critic; must divide hidden_size."""
     intermediate_size: int = 64
     """Width of each block's MLP."""
+    latent_size: int = 64
+    """Latent critic: size D of the history latent (the GRU state)."""
+    latent_embed_size: int = 32
+    """Latent critic: width of its token embeddings and convolutions."""
+    latent_feature_size: int = 64
+    """Latent critic: width of one turn's feature, the GRU's input."""
+    latent_conv_layers: int = 2
+    """Latent critic: residual convolution blocks over each turn's words (0: none)."""
+    latent_head_hidden_size: int = 64
+    """Latent critic: hidden width of the value head's MLP (0: a linear head)."""
+    latent_max_observation_words: int | None = None
+    """Latent critic: words kept of each observation or tool result; None uses the env's own cap
+    (``world_model.default_token_limits``, which cuts no observation the env can emit)."""
+    latent_max_action_words: int | None = None
+    """Latent critic: words kept of each action; None uses the env's own cap."""
 
     def __post_init__(self) -> None:
         if self.name not in CRITICS:
             raise ValueError(f"critic.name must be one of {CRITICS}, got {self.name!r}")
-        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size"):
+        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "latent_size", "latent_embed_size",
+                     "latent_feature_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"critic.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("latent_conv_layers", "latent_head_hidden_size"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"critic.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("latent_max_observation_words", "latent_max_action_words"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"critic.{name} must be >= 1 or null, got {getattr(self, name)}")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"critic.num_heads ({self.num_heads}) must divide critic.hidden_size ({self.hidden_size})")
 
@@ -54,6 +77,12 @@ class CriticConfig:
         """The token critic's shape, as ``TokenCriticConfig`` keywords."""
         return {"hidden_size": self.hidden_size, "num_layers": self.num_layers, "num_heads": self.num_heads,
                 "intermediate_size": self.intermediate_size}
+
+    def latent_kwargs(self) -> dict[str, int]:
+        """The latent critic's shape, as ``LatentCriticConfig.for_tokenizer`` keywords."""
+        return {"latent_size": self.latent_size, "head_hidden_size": self.latent_head_hidden_size,
+                "embed_size": self.latent_embed_size, "feature_size": self.latent_feature_size,
+                "conv_layers": self.latent_conv_layers}
 
 
 @dataclass

@@ -25,7 +25,7 @@ from lightning.fabric import Fabric
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from critic import TokenCritic, TokenCriticConfig
+from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
 from envs import Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.splits import split_seeds
 from experiments.config import Resolved, register_configs, validate
@@ -47,6 +47,7 @@ from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrai
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
 from policy.warm_start import behaviour_clone, expert_trajectories
+from world_model import TokenLimits, TurnTokenizer, default_token_limits
 
 register_configs()
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
@@ -62,12 +63,33 @@ def build_policy(run: Resolved, vocabulary: list[str]) -> LMPolicy:
     return LMPolicy(model, tokenizer, run.policy, seed=derive_seed(run.seed, "sampling"))
 
 
-def build_critic(run: Resolved, policy: LMPolicy) -> torch.nn.Module | None:
-    """The critic of a critic-based algorithm (``critic=token``), initialised from the run seed."""
+def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
+    """The critic of a critic-based algorithm, initialised from the run seed.
+
+    ``critic=token`` reads the policy's prompt ids (its tokenizer's vocabulary); ``critic=latent``
+    reads the histories through its own word tokenizer over the env's ``vocabulary``, with the env's
+    word caps unless ``critic.latent_max_*_words`` set them. The latent critic values whole turns
+    only, so it serves ``ppo_turn`` and ``sppo`` but not ``ppo_token``.
+    """
     if not run.algo.uses_critic:
         return None
-    config = TokenCriticConfig(vocab_size=len(policy.tokenizer), **run.critic.token_kwargs())
-    return TokenCritic(config, seed=derive_seed(run.seed, "critic-init"))
+    seed = derive_seed(run.seed, "critic-init")
+    if run.critic.name == "token":
+        config = TokenCriticConfig(vocab_size=len(policy.tokenizer), **run.critic.token_kwargs())
+        return TokenCritic(config, seed=seed)
+    if run.algo.value_level == "token":
+        raise ValueError(f"critic=latent has no per-token values, which algo={run.algo.name} needs: use critic=token, "
+                         "or algo=ppo_turn / algo=sppo with the latent critic")
+    observation_words, action_words = run.critic.latent_max_observation_words, run.critic.latent_max_action_words
+    if observation_words is None or action_words is None:
+        try:
+            default = default_token_limits(run.env.name, dict(run.env.kwargs))
+        except ValueError as err:
+            raise ValueError(f"{err}: set critic.latent_max_observation_words and critic.latent_max_action_words") from err
+        observation_words = default.observation if observation_words is None else observation_words
+        action_words = default.action if action_words is None else action_words
+    tokenizer = TurnTokenizer.build(vocabulary, TokenLimits(observation=observation_words, action=action_words))
+    return LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **run.critic.latent_kwargs()), tokenizer, seed=seed)
 
 
 def learner_config(run: Resolved) -> PPOConfig:
@@ -89,7 +111,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
                     precision=trainer.precision)
     policy = build_policy(run, env.vocabulary())
-    critic = build_critic(run, policy)
+    critic = build_critic(run, policy, env.vocabulary())
     logger = MetricsLogger(run_dir)
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
 

@@ -273,3 +273,15 @@ def test_a_few_steps_reduce_a_value_regression_loss(trajectories):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.2 * losses[0], losses
+
+
+def test_the_run_configs_latent_options_are_checked_by_name():
+    from experiments.config import CRITICS, CriticConfig
+
+    assert "latent" in CRITICS
+    assert CriticConfig(name="latent").latent_kwargs() == {
+        "latent_size": 64, "head_hidden_size": 64, "embed_size": 32, "feature_size": 64, "conv_layers": 2}
+    for key, value, rule in (("latent_size", 0, ">= 1"), ("latent_conv_layers", -1, ">= 0"),
+                             ("latent_head_hidden_size", -1, ">= 0"), ("latent_max_action_words", 0, ">= 1 or null")):
+        with pytest.raises(ValueError, match=f"critic.{key} must be {rule}"):
+            CriticConfig(name="latent", **{key: value})

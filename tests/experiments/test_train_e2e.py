@@ -294,3 +294,15 @@ def test_bad_config_fails_at_start(tmp_path, override, expected):
         assert (run_dir / "config.yaml").is_file() and (run_dir / "failed").is_file()
     else:  # rejected before any work
         assert not (run_dir / "config.yaml").exists()
+
+
+def test_ppo_turn_with_the_latent_critic(tmp_path):
+    # critic=latent: the world model's history encoder with a value head values the states. A 3-turn
+    # cap truncates episodes, so the bootstrap also values states after the last turn (k == num_turns).
+    run_dir = tmp_path / "run"
+    assert_ok(run_train(*TINY, "algo=ppo_turn", "critic=latent", "trainer.max_turns=3", f"hydra.run.dir={run_dir}"))
+    records = check_run_dir(run_dir, "ppo_turn")
+    assert OmegaConf.load(run_dir / "config.yaml").critic.name == "latent"
+    assert any(r["charts/truncated_rate"] > 0 for r in records[1:])
+    for record in records[1:]:
+        assert finite(record["losses/value_loss"]) and record["losses/value_grad_norm"] > 0, record
