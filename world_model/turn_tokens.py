@@ -152,7 +152,7 @@ class TurnTokenizer:
     @classmethod
     def for_env(cls, env_name: str, env_kwargs: dict[str, Any] | None = None) -> TurnTokenizer:
         """The env's vocabulary with ``default_token_limits``."""
-        from envs.registry import make
+        from envs.registry import make  # imports every env: only when asked
 
         env = make(env_name, **dict(env_kwargs or {}))
         return cls.build(env.vocabulary(), default_token_limits(env_name, env_kwargs))
