@@ -233,6 +233,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             break
 
     save_policy(policy, run_dir / "policy")
+    if critic is not None:  # safetensors + config.json, loadable without the training stack
+        critic.save_pretrained(run_dir / "critic")
     logger.close()
     summary = {
         "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],

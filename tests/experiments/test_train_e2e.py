@@ -194,6 +194,10 @@ def test_train_run_end_to_end(tmp_path, algo):
     print(f"{algo}: moved {moved:.4g}, spread {spread:.4g}")
     assert moved > 0.0, "the saved policy equals its initialisation"
     assert moved < 0.5 * spread, (moved, spread)  # it is the run's own init that moved
+    if algo == "ppo_turn":  # the trained critic is saved next to the policy, reloadable on its own
+        from critic import TokenCritic
+
+        assert isinstance(TokenCritic.from_pretrained(run_dir / "critic"), TokenCritic)
     if algo == "ppo_turn":  # a critic's advantages are non-zero even when every reward is 0
         assert all(r["losses/grad_norm"] > 0 for r in records[1:])
     # Expert demonstrations are counted apart from the RL x-axis: 16 episodes of 1 .. 6 turns, or none.
@@ -306,3 +310,8 @@ def test_ppo_turn_with_the_latent_critic(tmp_path):
     assert any(r["charts/truncated_rate"] > 0 for r in records[1:])
     for record in records[1:]:
         assert finite(record["losses/value_loss"]) and record["losses/value_grad_norm"] > 0, record
+    from critic import LatentCritic
+
+    saved = LatentCritic.from_pretrained(run_dir / "critic")  # reusable outside the run
+    history = [{"role": "user", "content": "guess a number"}]
+    assert saved.value([history]).shape == (1,)
