@@ -1,0 +1,147 @@
+"""Fit a world model on real episodes of the scripted expert and a random agent.
+
+    python -m experiments.fit_world_model env=sokoban data.episodes=2000 fit.steps=3000
+
+Read top to bottom: draw env seeds of the *training* split (``envs.splits``) for the training and
+the validation episodes from two independent streams, and check that no env seed is in both;
+collect one episode per seed (``data.expert_fraction`` of them by ``ExpertAgent``, the rest by
+``RandomAgent``); store them in ``trajectories/train`` and ``trajectories/val`` (``TrajectoryStore``);
+score the fresh model on the validation episodes, fit it with Lightning
+(``world_model.lightning_module.fit_world_model``), score it again. Everything lands in Hydra's run
+directory: ``config.yaml`` (resolved), ``tensorboard/``, ``checkpoints/last.ckpt``, the model
+(``world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer),
+``summary.json`` with the held-out losses before and after the fit, and a ``done`` or ``failed`` marker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from envs import ExpertAgent, RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps, make
+from envs.splits import split_seeds
+from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
+from experiments.seeding import derive_seed
+from world_model import TokenLimits, TurnTokenizer, WorldModel, WorldModelConfig, default_token_limits
+from world_model.lightning_module import fit_world_model
+
+register_fit_configs()
+
+
+def build_tokenizer(run: ResolvedFit, vocabulary: list[str]) -> TurnTokenizer:
+    """The env's words with its own caps, unless ``world_model.max_*_words`` set them."""
+    options = run.world_model
+    observation, action = options.max_observation_words, options.max_action_words
+    if observation is None or action is None:
+        try:
+            default = default_token_limits(run.env.name, dict(run.env.kwargs))
+        except ValueError as err:
+            raise ValueError(f"{err}: set world_model.max_observation_words and world_model.max_action_words") from err
+        observation = default.observation if observation is None else observation
+        action = default.action if action is None else action
+    return TurnTokenizer.build(vocabulary, TokenLimits(observation=observation, action=action))
+
+
+def episode_counts(run: ResolvedFit) -> tuple[int, int]:
+    """Training and validation episodes (one per env seed); validation gets at least one if asked."""
+    episodes = run.data.episodes
+    val = 0 if run.data.val_fraction == 0 else max(1, round(episodes * run.data.val_fraction))
+    if episodes - val < 1:
+        raise ValueError(f"data.episodes={episodes} leaves no training episode with data.val_fraction="
+                         f"{run.data.val_fraction}")
+    return episodes - val, val
+
+
+def collect_split(run: ResolvedFit, part: str, seeds: list[int], next_ids: dict[str, int]) -> list[Trajectory]:
+    """One episode per seed: the first ``expert_fraction`` by the expert, the rest by a random agent."""
+    data_seed = run.seed if run.data.seed is None else run.data.seed
+    n_expert = round(len(seeds) * run.data.expert_fraction)
+    agents = [(ExpertAgent(), seeds[:n_expert]), (RandomAgent(derive_seed(data_seed, "wm-random", part)), seeds[n_expert:])]
+    out: list[Trajectory] = []
+    for agent, group_seeds in agents:
+        if not group_seeds:
+            continue
+        trajectories = collect(agent, run.env.name, env_kwargs=dict(run.env.kwargs), group_size=1,
+                               group_seeds=group_seeds, max_turns=run.data.max_turns,
+                               first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
+                               progress=run.fit.progress)
+        next_ids["group"] += len(group_seeds)
+        next_ids["trajectory"] += len(trajectories)
+        out.extend(trajectories)
+    return out
+
+
+def fit(run: ResolvedFit, run_dir: Path) -> dict:
+    start = time.monotonic()
+    env_kwargs = dict(run.env.kwargs)
+    env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
+    tokenizer = build_tokenizer(run, env.vocabulary())
+    config = WorldModelConfig.for_tokenizer(tokenizer, **run.world_model.config_kwargs())
+    model = WorldModel(config, tokenizer, seed=derive_seed(run.seed, "world-model-init"))
+
+    # 1. Env seeds of the training split only (evaluation tasks stay unseen), held out by seed.
+    data_seed = run.seed if run.data.seed is None else run.data.seed
+    n_train, n_val = episode_counts(run)
+    train_seeds = split_seeds(run.env.name, env_kwargs, "train", seed=derive_seed(data_seed, "wm-data", "train"),
+                              count=n_train)
+    val_seeds = split_seeds(run.env.name, env_kwargs, "train", seed=derive_seed(data_seed, "wm-data", "val"),
+                            count=n_val)
+    shared = sorted(set(train_seeds) & set(val_seeds))
+    if shared:
+        raise RuntimeError(f"env seeds drawn for both training and validation: {shared[:10]}")
+
+    # 2. Collect and store real episodes.
+    next_ids = {"group": 0, "trajectory": 0}
+    train = collect_split(run, "train", train_seeds, next_ids)
+    val = collect_split(run, "val", val_seeds, next_ids)
+    TrajectoryStore(run_dir / "trajectories" / "train").append(train)
+    TrajectoryStore(run_dir / "trajectories" / "val").append(val)
+    collect_s = time.monotonic() - start
+
+    # 3. Fit, scoring held-out episodes before and after.
+    metrics = fit_world_model(
+        train, val, model, max_steps=run.fit.steps, max_epochs=run.fit.max_epochs, batch_size=run.fit.batch_size,
+        lr=run.fit.lr, weight_decay=run.fit.weight_decay, seed=derive_seed(run.seed, "wm-shuffle"),
+        log_dir=run_dir, progress=run.fit.progress, val_every_steps=run.fit.val_every_steps,
+    )
+    model.save_pretrained(run_dir / "world_model")
+
+    def parts(prefix: str) -> dict[str, float]:
+        return {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}
+
+    summary = {
+        "env": run.env.name, "env_kwargs": env_kwargs, "seed": run.seed,
+        "episodes": {"train": len(train), "val": len(val)},
+        "env_steps": {"train": count_env_steps(train), "val": count_env_steps(val)},
+        "expert_fraction": run.data.expert_fraction,
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "steps": metrics["steps"], "epochs": metrics["epochs"],
+        "val_before": parts("val_before"), "val_after": parts("val_after"), "train_after": parts("train_after"),
+        "collect_s": collect_s, "fit_s": metrics["fit_s"], "wall_s": time.monotonic() - start,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+@hydra.main(config_path="conf", config_name="fit_world_model", version_base=None)
+def main(cfg: DictConfig) -> None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        run = validate_fit(cfg)  # range checks, naming the key, before any work
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        summary = fit(run, run_dir)
+    except BaseException:
+        (run_dir / "failed").write_text(traceback.format_exc())
+        raise
+    (run_dir / "done").write_text(json.dumps(summary))
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
