@@ -30,6 +30,10 @@ Envs (``--envs``):
 Exact match, reward and done accuracy are printed for every env. Writes ``world_model.png`` (the
 learning curves) into ``--out``. ``--quick`` is a tiny smoke run (sizes 30 60, a few steps).
 
+Cost: ``fit_world_model`` trains on CPU; about 0.5 s per step (batch 32, default model) on two
+shared cores, so the default budget (300 / 600 / 1200 steps, three envs) takes about an hour; pass
+smaller ``--steps`` for a quicker, undertrained curve.
+
 Missing: no slippery frozen_lake (its exact next-observation distribution would need its own
 comparison), no multi-step (open-loop) rollout error; a single fit seed per size (no error bars).
 """
