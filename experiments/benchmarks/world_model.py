@@ -83,6 +83,7 @@ class Row:
     """Real training transitions actually used (whole trajectories)."""
     steps: int
     fit_s: float
+    """Wall seconds of the ``fit_world_model`` call: the steps plus its loss pass over the training set."""
     eval_transitions: int
     exact_match: float
     reward_acc: float
