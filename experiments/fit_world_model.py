@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import json
 import time
-import traceback
 from pathlib import Path
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from envs import ExpertAgent, RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.splits import split_seeds
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
+from experiments.markers import run_job
 from experiments.seeding import derive_seed
 from world_model import TokenLimits, TurnTokenizer, WorldModel, WorldModelConfig, default_token_limits
 from world_model.lightning_module import fit_world_model
@@ -131,16 +130,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
 
 @hydra.main(config_path="conf", config_name="fit_world_model", version_base=None)
 def main(cfg: DictConfig) -> None:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        run = validate_fit(cfg)  # range checks, naming the key, before any work
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        summary = fit(run, run_dir)
-    except BaseException:
-        (run_dir / "failed").write_text(traceback.format_exc())
-        raise
-    (run_dir / "done").write_text(json.dumps(summary))
-    print(json.dumps(summary, indent=2))
+    run_job(cfg, validate_fit, fit)
 
 
 if __name__ == "__main__":

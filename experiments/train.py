@@ -15,14 +15,12 @@ import copy
 import dataclasses
 import json
 import time
-import traceback
 from pathlib import Path
 
 import hydra
 import torch
-from hydra.core.hydra_config import HydraConfig
 from lightning.fabric import Fabric
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
@@ -30,6 +28,7 @@ from envs import Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.splits import split_seeds
 from experiments.config import Resolved, register_configs, validate
 from experiments.evaluate import evaluate, summarise
+from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
 from experiments.seeding import derive_seed
 from policy.algorithms import (
@@ -290,16 +289,7 @@ def render_transcript(trajectory) -> str:
 
 @hydra.main(config_path="conf", config_name="train", version_base=None)
 def main(cfg: DictConfig) -> None:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        run = validate(cfg)  # range checks, naming the key, before any work
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        summary = train(run, run_dir)
-    except BaseException:
-        (run_dir / "failed").write_text(traceback.format_exc())
-        raise
-    (run_dir / "done").write_text(json.dumps(summary))
-    print(json.dumps(summary, indent=2))
+    run_job(cfg, validate, train)
 
 
 if __name__ == "__main__":
