@@ -131,13 +131,7 @@ class LatentCritic(nn.Module, PyTorchModelHubMixin):
 
     def __init__(self, config: LatentCriticConfig, tokenizer: TurnTokenizer, *, seed: int = 0) -> None:
         super().__init__()
-        if len(tokenizer) != config.encoder.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {len(tokenizer)} ids but LatentCriticConfig.encoder.vocab_size is "
-                f"{config.encoder.vocab_size}"
-            )
-        if tokenizer.limits != config.limits:
-            raise ValueError(f"the tokenizer's caps {tokenizer.limits} differ from the config's {config.limits}")
+        tokenizer.check_matches(config.encoder.vocab_size, config.limits, "LatentCriticConfig")
         self.config = config
         self.tokenizer = tokenizer
         latent = config.encoder.latent_size

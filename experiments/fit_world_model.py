@@ -27,7 +27,7 @@ from envs.splits import split_seeds
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
 from experiments.seeding import derive_seed
-from world_model import TokenLimits, TurnTokenizer, WorldModel, WorldModelConfig, default_token_limits
+from world_model import TurnTokenizer, WorldModel, WorldModelConfig, token_limits
 from world_model.lightning_module import fit_world_model
 
 register_fit_configs()
@@ -36,15 +36,11 @@ register_fit_configs()
 def build_tokenizer(run: ResolvedFit, vocabulary: list[str]) -> TurnTokenizer:
     """The env's words with its own caps, unless ``world_model.max_*_words`` set them."""
     options = run.world_model
-    observation, action = options.max_observation_words, options.max_action_words
-    if observation is None or action is None:
-        try:
-            default = default_token_limits(run.env.name, dict(run.env.kwargs))
-        except ValueError as err:
-            raise ValueError(f"{err}: set world_model.max_observation_words and world_model.max_action_words") from err
-        observation = default.observation if observation is None else observation
-        action = default.action if action is None else action
-    return TurnTokenizer.build(vocabulary, TokenLimits(observation=observation, action=action))
+    limits = token_limits(
+        run.env.name, dict(run.env.kwargs), observation=options.max_observation_words, action=options.max_action_words,
+        option_names=("world_model.max_observation_words", "world_model.max_action_words"),
+    )
+    return TurnTokenizer.build(vocabulary, limits)
 
 
 def episode_counts(run: ResolvedFit) -> tuple[int, int]:

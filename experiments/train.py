@@ -46,7 +46,7 @@ from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrai
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
 from policy.warm_start import behaviour_clone, expert_trajectories
-from world_model import TokenLimits, TurnTokenizer, default_token_limits
+from world_model import TurnTokenizer, token_limits
 
 register_configs()
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
@@ -79,15 +79,12 @@ def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torc
     if run.algo.value_level == "token":
         raise ValueError(f"critic=latent has no per-token values, which algo={run.algo.name} needs: use critic=token, "
                          "or algo=ppo_turn / algo=sppo with the latent critic")
-    observation_words, action_words = run.critic.latent_max_observation_words, run.critic.latent_max_action_words
-    if observation_words is None or action_words is None:
-        try:
-            default = default_token_limits(run.env.name, dict(run.env.kwargs))
-        except ValueError as err:
-            raise ValueError(f"{err}: set critic.latent_max_observation_words and critic.latent_max_action_words") from err
-        observation_words = default.observation if observation_words is None else observation_words
-        action_words = default.action if action_words is None else action_words
-    tokenizer = TurnTokenizer.build(vocabulary, TokenLimits(observation=observation_words, action=action_words))
+    limits = token_limits(
+        run.env.name, dict(run.env.kwargs), observation=run.critic.latent_max_observation_words,
+        action=run.critic.latent_max_action_words,
+        option_names=("critic.latent_max_observation_words", "critic.latent_max_action_words"),
+    )
+    tokenizer = TurnTokenizer.build(vocabulary, limits)
     return LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **run.critic.latent_kwargs()), tokenizer, seed=seed)
 
 

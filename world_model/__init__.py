@@ -11,7 +11,7 @@ from world_model.dynamics import EnsembleDynamics, GeneratedText, OutcomeHeads
 from world_model.encoder import EncoderConfig, LatentStateEncoder, TurnEmbedder
 from world_model.model import WorldModel, WorldModelConfig
 from world_model.state import Predictions, WorldState
-from world_model.turn_tokens import TokenLimits, TurnTokenizer, default_token_limits
+from world_model.turn_tokens import TokenLimits, TurnTokenizer, default_token_limits, token_limits
 from world_model.uncertainty import member_std, mutual_information
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "WorldState",
     "build_training_batch",
     "default_token_limits",
+    "token_limits",
     "member_std",
     "mutual_information",
 ]

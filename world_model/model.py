@@ -147,13 +147,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         super().__init__()
         if tokenizer is None:
             raise ValueError("WorldModel needs its TurnTokenizer (from_pretrained loads the saved one)")
-        if len(tokenizer) != config.encoder.vocab_size:
-            raise ValueError(
-                f"tokenizer has {len(tokenizer)} ids but WorldModelConfig.encoder.vocab_size is "
-                f"{config.encoder.vocab_size}"
-            )
-        if tokenizer.limits != config.limits:
-            raise ValueError(f"tokenizer caps {tokenizer.limits} differ from the config's {config.limits}")
+        tokenizer.check_matches(config.encoder.vocab_size, config.limits, "WorldModelConfig")
         self.config = config
         self.tokenizer = tokenizer
         with torch.random.fork_rng(devices=[]):

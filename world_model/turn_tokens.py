@@ -90,6 +90,29 @@ def default_token_limits(env_name: str, env_kwargs: dict[str, Any] | None = None
     raise ValueError(f"no default token limits for env {env_name!r}; pass TokenLimits explicitly")
 
 
+def token_limits(
+    env_name: str,
+    env_kwargs: dict[str, Any] | None,
+    *,
+    observation: int | None = None,
+    action: int | None = None,
+    option_names: tuple[str, str] = ("observation", "action"),
+) -> TokenLimits:
+    """Caps given explicitly, the env's ``default_token_limits`` for whichever is None.
+
+    ``option_names`` are the config keys behind ``observation`` and ``action``: an env without
+    defaults is refused with a message naming them.
+    """
+    if observation is None or action is None:
+        try:
+            default = default_token_limits(env_name, env_kwargs)
+        except ValueError as err:
+            raise ValueError(f"{err}: set {option_names[0]} and {option_names[1]}") from err
+        observation = default.observation if observation is None else observation
+        action = default.action if action is None else action
+    return TokenLimits(observation=observation, action=action)
+
+
 def _frozen_lake_shape(kwargs: dict[str, Any]) -> tuple[int, int]:
     if kwargs.get("size") is not None:
         return kwargs["size"], kwargs["size"]
@@ -159,6 +182,13 @@ class TurnTokenizer:
 
     def __len__(self) -> int:
         return len(self.tokenizer)
+
+    def check_matches(self, vocab_size: int, limits: TokenLimits, owner: str) -> None:
+        """Refuse a model config (``owner``, e.g. ``"WorldModelConfig"``) built for another tokenizer."""
+        if len(self) != vocab_size:
+            raise ValueError(f"the tokenizer has {len(self)} ids but {owner}.encoder.vocab_size is {vocab_size}")
+        if self.limits != limits:
+            raise ValueError(f"the tokenizer's caps {self.limits} differ from the config's {limits}")
 
     def save(self, folder: str | Path) -> None:
         self.tokenizer.save_pretrained(str(Path(folder) / self.TOKENIZER_FOLDER))
