@@ -1,0 +1,33 @@
+"""Measures of how far imagined experience drifts from real experience (logged under ``imagination/*``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envs.trajectory import Trajectory
+
+
+def return_after(trajectory: Trajectory, k: int) -> float:
+    """The undiscounted return of ``trajectory`` from turn ``k`` on (its turns ``k``, ``k + 1``, ...)."""
+    return sum(turn.reward for turn in trajectory.turns[k:])
+
+
+def imagined_minus_real_return(
+    branches: Sequence[tuple[Trajectory, int]], imagined_groups: Sequence[Sequence[Trajectory]]
+) -> float:
+    """Mean over branch points of (mean imagined return from the branch) - (the real return from it).
+
+    ``imagined_groups[g]`` are the imagined episodes started from ``branches[g] = (real, k)``; both
+    returns count only the turns after the branch point, so the shared real prefix cancels. The real
+    episode was played by the same policy a little earlier, so a gap far from 0 is model bias (plus
+    the noise of one real continuation per branch). NaN when there is no branch.
+    """
+    if len(branches) != len(imagined_groups):
+        raise ValueError(f"{len(branches)} branch points for {len(imagined_groups)} imagined groups")
+    gaps = []
+    for (real, k), group in zip(branches, imagined_groups, strict=True):
+        if not group:
+            continue
+        imagined = sum(return_after(t, k) for t in group) / len(group)
+        gaps.append(imagined - return_after(real, k))
+    return sum(gaps) / len(gaps) if gaps else float("nan")

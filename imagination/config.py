@@ -1,0 +1,99 @@
+"""``ImaginationConfig``: how much imagined experience the learner gets, and the controls on its bias.
+
+Every control is a field here, read by the training loop; ``ratio: 0`` (the ``imagination=off``
+preset) turns the whole model-based path off, so the run is the model-free one, number for number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("policy", "value_expansion")
+
+
+def _check_number(key: str, value: Any, low: float, high: float | None = None, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low or (
+        high is not None and not value <= high
+    ):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"imagination.{key} must be a number {bound}{' or null' if optional else ''}, got {value!r}")
+
+
+def _check_int(key: str, value: Any, low: int, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"imagination.{key} must be an integer >= {low}{' or null' if optional else ''}, got {value!r}")
+
+
+@dataclass
+class ImaginationConfig:
+    ratio: float = 0.0
+    """Share of each update's groups that are imagined, in [0, 1). 0: the model-free run. At a fixed
+    batch the real steps per update shrink by (1 - ratio); fractional real group counts are carried
+    over between iterations, so the long-run share of imagined groups is exactly ``ratio``."""
+    ratio_end: float | None = None
+    """If set, the ratio moves linearly from ``ratio`` (first iteration) to this (last iteration):
+    e.g. less imagination as the real data grows. None: constant."""
+    warmup_iterations: int = 0
+    """Fully imagined iterations once the gate first opens (a synthetic-then-real start): no real
+    rollouts in them. The world model is then fitted on the warm start's expert data alone."""
+    mode: str = "policy"
+    """``policy``: imagined groups enter the policy gradient (with ``imagined_weight``) and the
+    critic's targets; ``value_expansion``: they only shape the critic's targets (policy weight 0)."""
+    imagined_weight: float = 1.0
+    """Weight of imagined rows in the policy loss (real rows weigh 1)."""
+    horizon: int | None = None
+    """Most imagined turns after a branch point; the episode is then truncated and critic-based
+    estimators bootstrap there. None: play until the model says done or the env's turn budget."""
+    reward_penalty: float = 0.0
+    """lambda of the uncertainty penalty: an imagined turn's reward is r - lambda * u."""
+    halt_uncertainty: float | None = None
+    """Stop an imagined episode (as a truncation) once a step's uncertainty exceeds this. None: off."""
+    start_share: float = 0.5
+    """Share of branch points at the start of a real episode (turn 0); the rest are drawn uniformly
+    over the later turns of recent real episodes that had not ended there."""
+    recent_trajectories: int = 256
+    """Branch points are drawn from the most recent this many real trajectories."""
+    gate_threshold: float = 0.0
+    """Imagination stays off until the world model's one-step exact match on the newest real data
+    (scored before it is fitted on them) reaches this; it closes again when it falls below."""
+    fit_every: int = 1
+    """Iterations between world-model refits (each on the store's newest real trajectories)."""
+    fit_steps: int = 50
+    """Optimiser steps per refit."""
+    first_fit_steps: int = 300
+    """Optimiser steps of the first fit (the model starts from scratch)."""
+    fit_trajectories: int = 2000
+    """Refits train on the store's most recent this many real trajectories."""
+    fit_batch_size: int = 32
+    """Trajectories per world-model batch."""
+    fit_lr: float = 1e-3
+    """AdamW learning rate of the world model."""
+    fit_on_warm_start: bool = True
+    """Store the warm start's expert episodes (real steps, reported apart) so the first fit uses them."""
+
+    def __post_init__(self) -> None:
+        _check_number("ratio", self.ratio, 0.0, 0.999)
+        _check_number("ratio_end", self.ratio_end, 0.0, 0.999, optional=True)
+        _check_int("warmup_iterations", self.warmup_iterations, 0)
+        if self.mode not in MODES:
+            raise ValueError(f"imagination.mode must be one of {MODES}, got {self.mode!r}")
+        _check_number("imagined_weight", self.imagined_weight, 0.0)
+        _check_int("horizon", self.horizon, 1, optional=True)
+        _check_number("reward_penalty", self.reward_penalty, 0.0)
+        _check_number("halt_uncertainty", self.halt_uncertainty, 0.0, optional=True)
+        _check_number("start_share", self.start_share, 0.0, 1.0)
+        _check_number("gate_threshold", self.gate_threshold, 0.0, 1.0)
+        for key in ("recent_trajectories", "fit_every", "fit_steps", "first_fit_steps", "fit_trajectories",
+                    "fit_batch_size"):
+            _check_int(key, getattr(self, key), 1)
+        _check_number("fit_lr", self.fit_lr, 1e-12)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any imagination can happen in the run (the model-based path is built at all)."""
+        return self.ratio > 0 or (self.ratio_end or 0) > 0 or self.warmup_iterations > 0
