@@ -13,6 +13,24 @@ baselines compare). The start states come from exactly one of:
 
 All episodes run together: each step the agent's batched ``act`` is called once with a view of
 every episode still running.
+
+Three optional env extras, for envs that are not replayable simulators (a learned world model,
+``imagination.DreamEnv``); an env without them is handled as above:
+
+- **Branch start without replay.** An env with a method ``start_from(trajectory, k) -> str`` is put
+  at a branch by that call (it returns the observation after the ``k``-th turn) instead of being
+  reset and replayed; a model env must not "replay" by sampling. The prefix is copied and left out
+  of ``count_env_steps`` just the same.
+- **Truncation by the env.** A step whose ``info["truncated"]`` is True (and that is not ``done``)
+  ends the episode as a truncation: ``truncated=True``, the last turn not done, so a critic
+  bootstraps there. For cut-offs the env imposes on itself that are not part of the task, such as
+  an imagination horizon or halting where the model is unsure.
+- **Batched stepping** (:class:`BatchStepper`). An env whose attribute ``batch_stepper`` is not None
+  is stepped through that object: every round, the running envs sharing one stepper (the same
+  object) are stepped by one call ``stepper.step_batch(envs, actions)``, in the order of their
+  trajectory ids; it returns one ``StepResult`` per env, as ``env.step`` would have. Envs without
+  a stepper are stepped one by one. What the stepper's randomness gives each env is the stepper's
+  business (``imagination.DreamStepper`` documents its seeding).
 """
 
 from __future__ import annotations
@@ -20,12 +38,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tqdm import tqdm
 
 from envs.agent import Agent, AgentView
-from envs.base import Env
+from envs.base import Env, StepResult
 from envs.trajectory import SampledAction, Source, Trajectory, Turn
 
 _SEED_STRIDE = 1_000_003  # a prime larger than any sensible n_groups: seeds of different `seed`s never meet
@@ -33,6 +51,15 @@ _SEED_STRIDE = 1_000_003  # a prime larger than any sensible n_groups: seeds of 
 
 class BranchReplayError(RuntimeError):
     """Replaying a branch prefix did not reproduce the recorded trajectory."""
+
+
+@runtime_checkable
+class BatchStepper(Protocol):
+    """Steps several envs at once; an env opts in with a ``batch_stepper`` attribute holding one."""
+
+    def step_batch(self, envs: Sequence[Env], actions: Sequence[str]) -> list[StepResult]:
+        """One ``StepResult`` per env, in order: what ``envs[i].step(actions[i])`` would answer."""
+        ...
 
 
 def group_env_seed(seed: int, group: int) -> int:
@@ -76,8 +103,8 @@ def collect(
     or a zero-argument callable returning a fresh env; with a callable, ``env_kwargs`` is only
     recorded on the trajectories. An episode ends when the env says done, or is truncated when it
     reaches ``max_turns`` turns (default: the env's own ``max_turns``; a branch prefix counts towards
-    it); a truncated episode's last turn keeps ``done=False`` and the trajectory has
-    ``truncated=True``. ``success`` is the last step's ``info["success"]`` (False if absent); a
+    it), or when the env's step says ``info["truncated"]``; a truncated episode's last turn keeps
+    ``done=False`` and the trajectory has ``truncated=True``. ``success`` is the last step's ``info["success"]`` (False if absent); a
     turn's ``valid`` is ``info["valid"]`` (True if absent). The anchor observation is read before the
     agent acts, from ``env.anchor_observation()`` where the env has one, else the observation itself
     (a world-model env offers only ``reset`` / ``step``). The agent may answer with text or with
@@ -103,6 +130,9 @@ def collect(
             env = make_env()
             if branch is None:
                 observations.append(env.reset(env_seed))
+            elif callable(getattr(env, "start_from", None)):  # a model env: put there, never replayed
+                _check_branch_env(env, env_kwargs, branch, k)
+                observations.append(env.start_from(branch, k))
             else:
                 observations.append(_restore(env, env_kwargs, branch, k))
             envs.append(env)
@@ -138,13 +168,14 @@ def collect(
         actions = agent.act(views)
         if len(actions) != len(views):
             raise ValueError(f"agent.act returned {len(actions)} actions for {len(views)} views")
-        still_active = []
-        for i, action, anchor in zip(active, actions, anchors, strict=True):
-            sample = action if isinstance(action, SampledAction) else None
-            text = action.text if sample is not None else action
+        samples = [action if isinstance(action, SampledAction) else None for action in actions]
+        texts = [a.text if sample is not None else a for a, sample in zip(actions, samples, strict=True)]
+        for action, text in zip(actions, texts, strict=True):
             if not isinstance(text, str):
                 raise TypeError(f"agent.act must return str or SampledAction, got {type(action).__name__}")
-            result = envs[i].step(text)
+        results = _step_all([envs[i] for i in active], texts)
+        still_active = []
+        for i, text, sample, result, anchor in zip(active, texts, samples, results, anchors, strict=True):
             traj = trajectories[i]
             traj.turns.append(
                 Turn(
@@ -159,7 +190,8 @@ def collect(
                 )
             )
             observations[i] = result.observation
-            if result.done or traj.num_turns >= limits[i]:
+            cut_by_env = bool(result.info.get("truncated", False))  # e.g. a model env's horizon
+            if result.done or cut_by_env or traj.num_turns >= limits[i]:
                 traj.success = bool(result.info.get("success", False))
                 traj.truncated = not result.done
                 bar.update(1)
@@ -207,14 +239,39 @@ def _group_starts(
     return starts
 
 
+def _step_all(envs: Sequence[Env], texts: Sequence[str]) -> list[StepResult]:
+    """Step each env with its action: envs sharing a ``batch_stepper`` in one call, others one by one."""
+    results: list[StepResult | None] = [None] * len(envs)
+    batches: dict[int, tuple[BatchStepper, list[int]]] = {}  # id(stepper) -> (stepper, positions)
+    for position, env in enumerate(envs):
+        stepper = getattr(env, "batch_stepper", None)
+        if stepper is None:
+            results[position] = env.step(texts[position])
+        else:
+            batches.setdefault(id(stepper), (stepper, []))[1].append(position)
+    for stepper, positions in batches.values():
+        answers = stepper.step_batch([envs[p] for p in positions], [texts[p] for p in positions])
+        if len(answers) != len(positions):
+            raise ValueError(f"step_batch returned {len(answers)} results for {len(positions)} envs")
+        for position, answer in zip(positions, answers, strict=True):
+            results[position] = answer
+    return results  # type: ignore[return-value]  # every position is filled
+
+
+def _check_branch_env(env: Env, env_kwargs: dict[str, Any], branch: Trajectory, k: int) -> None:
+    """Refuse to branch a trajectory recorded on another env or with other options."""
+    if (env.name, env_kwargs) != (branch.env_name, branch.env_kwargs):
+        raise ValueError(
+            f"branch from trajectory {branch.trajectory_id} (seed {branch.seed}, turn {k}): it was "
+            f"recorded on {branch.env_name!r} with {branch.env_kwargs}, "
+            f"but this collect builds {env.name!r} with {env_kwargs}"
+        )
+
+
 def _restore(env: Env, env_kwargs: dict[str, Any], branch: Trajectory, k: int) -> str:
     """Reset ``env`` with ``branch.seed``, replay its first ``k`` actions, and return the observation then."""
     where = f"branch from trajectory {branch.trajectory_id} (seed {branch.seed}, turn {k})"
-    if (env.name, env_kwargs) != (branch.env_name, branch.env_kwargs):
-        raise ValueError(
-            f"{where}: it was recorded on {branch.env_name!r} with {branch.env_kwargs}, "
-            f"but this collect builds {env.name!r} with {env_kwargs}"
-        )
+    _check_branch_env(env, env_kwargs, branch, k)
     observation = env.reset(branch.seed)
     if branch.turns and observation != branch.turns[0].observation:
         raise BranchReplayError(
