@@ -2,7 +2,7 @@ import pytest
 
 from envs.agent import AgentView, ExpertAgent
 from envs.base import Env, RealEnv, ScriptedEnv, SnapshotEnv, StepResult, TaskEnv
-from envs.registry import ENVIRONMENTS, env_options, make
+from envs.registry import ENVIRONMENTS, action_is_valid, action_validator, env_options, make
 
 
 @pytest.mark.parametrize("name", sorted(ENVIRONMENTS))
@@ -50,3 +50,38 @@ def test_the_core_protocol_needs_only_reset_and_step():
     env = CoreOnly()
     assert isinstance(env, Env)
     assert not isinstance(env, (ScriptedEnv, SnapshotEnv, TaskEnv, RealEnv))
+
+
+# Texts near each env's action format, well formed or not.
+NEAR_ACTIONS = [
+    "guess(3)", "guess ( 16 )", "GUESS(7)", "guess(0)", "guess(17)", "guess(3).", "guess 3", "please guess(3)",
+    "Up", " left ", "RIGHT", "L eft", "Up.", "go left", "north",
+    "search[red shirt]", "click[buy now]", "click [ back to search ]", "click[]", "search[", "buy", "",
+    "\n", "é", "click[item 3]", "search[!!]",
+]
+
+
+@pytest.mark.parametrize("name", sorted(ENVIRONMENTS))
+@pytest.mark.parametrize("kwargs", [{}, {"max_turns": 30}])
+def test_action_validator_agrees_with_the_real_envs_valid_flag(name, kwargs):
+    if name == "hidden_number":
+        kwargs = {**kwargs, "n": 8}  # guess(16) parses but is out of range
+    is_valid = action_validator(name, kwargs)
+    env = make(name, **kwargs)
+    for text in NEAR_ACTIONS:
+        env.reset(0)
+        real = env.step(text).info["valid"]
+        assert is_valid(text) is action_is_valid(name, kwargs, text)
+        if name == "minishop":  # valid in the real env also needs the page to offer the action
+            assert is_valid(text) or not real, text
+        else:
+            assert is_valid(text) is real, text
+    if name == "minishop":
+        assert action_is_valid(name, kwargs, "click[buy now]") and not action_is_valid(name, kwargs, "click[]")
+
+
+def test_action_validator_refuses_unknown_names_and_options():
+    with pytest.raises(ValueError, match="unknown environment"):
+        action_validator("chess")
+    with pytest.raises(ValueError, match="unknown option"):
+        action_is_valid("sokoban", {"n": 3}, "Up")
