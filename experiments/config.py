@@ -1,6 +1,6 @@
 """Structured Hydra configs: the schema every YAML under ``conf/`` is checked against.
 
-Groups: ``env/``, ``policy/``, ``algo/``, ``critic/``, ``trainer/`` and optional ``experiment/`` presets. A
+Groups: ``env/``, ``policy/``, ``algo/``, ``critic/``, ``trainer/``, ``world_model/``, ``imagination/`` and optional ``experiment/`` presets. A
 typo'd key or a wrong type fails at start with Hydra's message; ``validate`` then builds the
 dataclasses so each ``__post_init__`` checks its ranges, naming the key.
 """
@@ -13,6 +13,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from imagination.config import ImaginationConfig
 from policy.algorithms import AlgoConfig
 from policy.config import PolicyConfig
 
@@ -25,6 +26,66 @@ class EnvConfig:
     """An environment name known to ``envs.make`` (hidden_number, frozen_lake, sokoban, minishop)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword options of that environment; unknown ones fail at start with the list of valid ones."""
+
+
+def check_int(key: str, value: Any, minimum: int, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{key} must be an integer >= {minimum}{' or null' if optional else ''}, got {value!r}")
+
+
+@dataclass
+class WorldModelOptions:
+    """Sizes of the world model (``WorldModelConfig.for_tokenizer`` keywords) and its word caps."""
+
+    latent_size: int = 128
+    """Size D of the history latent."""
+    num_members: int = 5
+    """Ensemble members K; 1 gives no disagreement."""
+    head_hidden: int = 64
+    """Hidden width of each member's reward and done heads."""
+    embed_size: int = 64
+    """Encoder: width of token embeddings and convolutions."""
+    feature_size: int = 128
+    """Encoder: width of one row's feature, the GRU's input."""
+    conv_layers: int = 2
+    """Encoder: residual convolution blocks (0: none)."""
+    model_size: int = 64
+    """Decoder: width of each member's Transformer decoder."""
+    num_layers: int = 2
+    """Decoder: blocks per member."""
+    num_heads: int = 4
+    """Decoder: attention heads; must divide model_size."""
+    latent_slots: int = 8
+    """Decoder: memory vectors cut from the latent."""
+    max_observation_words: int | None = None
+    """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
+    max_action_words: int | None = None
+    """Words kept of each action; None uses the env's own cap."""
+
+    def __post_init__(self) -> None:
+        for name in ("latent_size", "num_members", "head_hidden", "embed_size", "feature_size", "model_size",
+                     "num_layers", "num_heads", "latent_slots"):
+            check_int(f"world_model.{name}", getattr(self, name), 1)
+        check_int("world_model.conv_layers", self.conv_layers, 0)
+        for name in ("max_observation_words", "max_action_words"):
+            check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
+        if self.model_size % self.num_heads:
+            raise ValueError(f"world_model.num_heads ({self.num_heads}) must divide world_model.model_size "
+                             f"({self.model_size})")
+
+    def config_kwargs(self) -> dict[str, Any]:
+        """``WorldModelConfig.for_tokenizer`` keywords."""
+        return {
+            "latent_size": self.latent_size,
+            "num_members": self.num_members,
+            "head_hidden": self.head_hidden,
+            "encoder": {"embed_size": self.embed_size, "feature_size": self.feature_size,
+                        "conv_layers": self.conv_layers},
+            "decoder": {"model_size": self.model_size, "num_layers": self.num_layers, "num_heads": self.num_heads,
+                        "latent_slots": self.latent_slots},
+        }
 
 
 @dataclass
@@ -167,6 +228,8 @@ class TrainConfig:
     algo: Any = MISSING
     critic: Any = MISSING
     trainer: Any = MISSING
+    world_model: Any = MISSING
+    imagination: Any = MISSING
     seed: int = 0
     """The one seed: env seeds, model init, sampling and shuffling derive from it."""
 
@@ -180,6 +243,8 @@ class Resolved:
     algo: AlgoConfig
     critic: CriticConfig
     trainer: TrainerConfig
+    world_model: WorldModelOptions
+    imagination: ImaginationConfig
     seed: int
 
 
@@ -191,6 +256,8 @@ def register_configs() -> None:
     store.store(group="algo", name="algo_schema", node=AlgoConfig)
     store.store(group="critic", name="critic_schema", node=CriticConfig)
     store.store(group="trainer", name="trainer_schema", node=TrainerConfig)
+    store.store(group="world_model", name="world_model_schema", node=WorldModelOptions)
+    store.store(group="imagination", name="imagination_schema", node=ImaginationConfig)
 
 
 def validate(cfg: DictConfig) -> Resolved:
@@ -201,5 +268,7 @@ def validate(cfg: DictConfig) -> Resolved:
         algo=OmegaConf.to_object(cfg.algo),
         critic=OmegaConf.to_object(cfg.critic),
         trainer=OmegaConf.to_object(cfg.trainer),
+        world_model=OmegaConf.to_object(cfg.world_model),
+        imagination=OmegaConf.to_object(cfg.imagination),
         seed=int(cfg.seed),
     )

@@ -14,67 +14,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from experiments.config import EnvConfig
-
-
-def _check_int(key: str, value: Any, minimum: int, *, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{key} must be an integer >= {minimum}{' or null' if optional else ''}, got {value!r}")
-
-
-@dataclass
-class WorldModelOptions:
-    """Sizes of the world model (``WorldModelConfig.for_tokenizer`` keywords) and its word caps."""
-
-    latent_size: int = 128
-    """Size D of the history latent."""
-    num_members: int = 5
-    """Ensemble members K; 1 gives no disagreement."""
-    head_hidden: int = 64
-    """Hidden width of each member's reward and done heads."""
-    embed_size: int = 64
-    """Encoder: width of token embeddings and convolutions."""
-    feature_size: int = 128
-    """Encoder: width of one row's feature, the GRU's input."""
-    conv_layers: int = 2
-    """Encoder: residual convolution blocks (0: none)."""
-    model_size: int = 64
-    """Decoder: width of each member's Transformer decoder."""
-    num_layers: int = 2
-    """Decoder: blocks per member."""
-    num_heads: int = 4
-    """Decoder: attention heads; must divide model_size."""
-    latent_slots: int = 8
-    """Decoder: memory vectors cut from the latent."""
-    max_observation_words: int | None = None
-    """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
-    max_action_words: int | None = None
-    """Words kept of each action; None uses the env's own cap."""
-
-    def __post_init__(self) -> None:
-        for name in ("latent_size", "num_members", "head_hidden", "embed_size", "feature_size", "model_size",
-                     "num_layers", "num_heads", "latent_slots"):
-            _check_int(f"world_model.{name}", getattr(self, name), 1)
-        _check_int("world_model.conv_layers", self.conv_layers, 0)
-        for name in ("max_observation_words", "max_action_words"):
-            _check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
-        if self.model_size % self.num_heads:
-            raise ValueError(f"world_model.num_heads ({self.num_heads}) must divide world_model.model_size "
-                             f"({self.model_size})")
-
-    def config_kwargs(self) -> dict[str, Any]:
-        """``WorldModelConfig.for_tokenizer`` keywords."""
-        return {
-            "latent_size": self.latent_size,
-            "num_members": self.num_members,
-            "head_hidden": self.head_hidden,
-            "encoder": {"embed_size": self.embed_size, "feature_size": self.feature_size,
-                        "conv_layers": self.conv_layers},
-            "decoder": {"model_size": self.model_size, "num_layers": self.num_layers, "num_heads": self.num_heads,
-                        "latent_slots": self.latent_slots},
-        }
+from experiments.config import EnvConfig, WorldModelOptions, check_int
 
 
 @dataclass
@@ -91,8 +31,8 @@ class DataConfig:
     """Seed of the env-seed draws and the random agent; None derives it from the run's ``seed``."""
 
     def __post_init__(self) -> None:
-        _check_int("data.episodes", self.episodes, 2)
-        _check_int("data.max_turns", self.max_turns, 1, optional=True)
+        check_int("data.episodes", self.episodes, 2)
+        check_int("data.max_turns", self.max_turns, 1, optional=True)
         if not 0.0 <= self.expert_fraction <= 1.0:
             raise ValueError(f"data.expert_fraction must be in [0, 1], got {self.expert_fraction}")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -117,10 +57,10 @@ class FitConfig:
     """Show progress bars."""
 
     def __post_init__(self) -> None:
-        _check_int("fit.steps", self.steps, 1)
-        _check_int("fit.batch_size", self.batch_size, 1)
-        _check_int("fit.max_epochs", self.max_epochs, 1, optional=True)
-        _check_int("fit.val_every_steps", self.val_every_steps, 1, optional=True)
+        check_int("fit.steps", self.steps, 1)
+        check_int("fit.batch_size", self.batch_size, 1)
+        check_int("fit.max_epochs", self.max_epochs, 1, optional=True)
+        check_int("fit.val_every_steps", self.val_every_steps, 1, optional=True)
         if not self.lr > 0:
             raise ValueError(f"fit.lr must be > 0, got {self.lr}")
         if not self.weight_decay >= 0:

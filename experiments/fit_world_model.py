@@ -27,20 +27,10 @@ from envs.splits import split_seeds
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
 from experiments.seeding import derive_seed
-from world_model import TurnTokenizer, WorldModel, WorldModelConfig, token_limits
+from experiments.world_model_builder import build_world_model
 from world_model.lightning_module import fit_world_model
 
 register_fit_configs()
-
-
-def build_tokenizer(run: ResolvedFit, vocabulary: list[str]) -> TurnTokenizer:
-    """The env's words with its own caps, unless ``world_model.max_*_words`` set them."""
-    options = run.world_model
-    limits = token_limits(
-        run.env.name, dict(run.env.kwargs), observation=options.max_observation_words, action=options.max_action_words,
-        option_names=("world_model.max_observation_words", "world_model.max_action_words"),
-    )
-    return TurnTokenizer.build(vocabulary, limits)
 
 
 def episode_counts(run: ResolvedFit) -> tuple[int, int]:
@@ -76,9 +66,8 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
     start = time.monotonic()
     env_kwargs = dict(run.env.kwargs)
     env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
-    tokenizer = build_tokenizer(run, env.vocabulary())
-    config = WorldModelConfig.for_tokenizer(tokenizer, **run.world_model.config_kwargs())
-    model = WorldModel(config, tokenizer, seed=derive_seed(run.seed, "world-model-init"))
+    model = build_world_model(run.world_model, run.env.name, env_kwargs, env.vocabulary(),
+                              seed=derive_seed(run.seed, "world-model-init"))
 
     # 1. Env seeds of the training split only (evaluation tasks stay unseen), held out by seed.
     data_seed = run.seed if run.data.seed is None else run.data.seed

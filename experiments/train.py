@@ -1,12 +1,16 @@
-"""Train an LM agent with PPO or a group-baseline method on real rollouts.
+"""Train an LM agent with PPO or a group-baseline method on real and imagined rollouts.
 
     python -m experiments.train env=hidden_number algo=gigpo seed=1
+    python -m experiments.train env=hidden_number algo=grpo imagination=dyna imagination.ratio=0.75
 
 Read top to bottom: build the env, tokenizer and policy; warm-start by behaviour cloning; then
-each iteration collect real rollouts, estimate advantages, take a clipped policy update, and log
-against the number of real environment steps. Everything lands in Hydra's run directory:
-the resolved config, ``metrics.jsonl``, TensorBoard events, the final policy, and a ``done`` or
-``failed`` marker.
+each iteration split the update's groups into real and imagined ones, collect the real ones and
+append them to the store, score and refit the world model on the newest real data, imagine the
+rest from recent real states, estimate advantages over both, take a clipped policy update, and
+log against the number of real environment steps. With ``imagination.ratio=0`` (the default
+``imagination=model_free``) no world model is built and the run is the model-free one. Everything
+lands in Hydra's run directory: the resolved config, ``metrics.jsonl``, TensorBoard events, the
+final policy (and critic, world model), and a ``done`` or ``failed`` marker.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import random
 import time
+from collections import deque
 from pathlib import Path
 
 import hydra
@@ -31,6 +37,13 @@ from experiments.evaluate import evaluate, summarise
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
 from experiments.seeding import derive_seed
+from experiments.world_model_builder import build_world_model
+from imagination.branching import sample_branch_points
+from imagination.gate import ImaginationGate
+from imagination.imagine import ImaginedGroups, imagine_groups
+from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
+from imagination.mixing import scheduled_ratio, split_groups
+from imagination.refit import refit_and_gate
 from policy.algorithms import (
     AlgoConfig,
     TurnRows,
@@ -47,6 +60,8 @@ from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model import TurnTokenizer, token_limits
+from world_model.lightning_module import fit_world_model
+from world_model.metrics import one_step_accuracy
 
 register_configs()
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
@@ -110,6 +125,11 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     critic = build_critic(run, policy, env.vocabulary())
     logger = MetricsLogger(run_dir)
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
+    imagination = run.imagination
+    world_model = None  # built only when the run imagines: ratio 0 is the model-free run, untouched
+    if imagination.enabled:
+        world_model = build_world_model(run.world_model, run.env.name, env_kwargs, env.vocabulary(),
+                                        seed=derive_seed(run.seed, "world-model-init"))
 
     def task_seeds(split: str, count: int, *tags: object) -> list[int]:
         """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
@@ -126,6 +146,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     # 1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
     #    Its env steps (expert demonstrations) are reported apart from the RL x-axis.
     warm_start_env_steps = 0
+    experts: list[Trajectory] = []
     if trainer.warm_start.enabled and not run.policy.pretrained:
         ws = trainer.warm_start
         experts = expert_trajectories(run.env.name, seeds=task_seeds("train", ws.expert_episodes, "expert"),
@@ -146,6 +167,25 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 
     real_env_steps = 0
     next_ids = {"group": 0, "trajectory": 0}  # ids stay unique across every collection of the run
+    gate = ImaginationGate(imagination.gate_threshold)
+    recent: deque[Trajectory] = deque(maxlen=imagination.recent_trajectories)  # real states to branch from
+    branch_rng = random.Random(derive_seed(run.seed, "branch-points"))
+    real_credit, warmup_left, imagined_groups_total, groups_total = 0.0, imagination.warmup_iterations, 0, 0
+    world_model_fitted = False
+    if world_model is not None and experts and imagination.fit_on_warm_start:
+        # The expert demonstrations are real episodes (their steps are reported apart): the world
+        # model starts from them, and the gate reads its first score on a held-out tenth.
+        experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
+        next_ids = {"group": len(experts), "trajectory": len(experts)}
+        store.append(experts)
+        recent.extend(experts)
+        held_out = experts[: max(1, len(experts) // 10)]
+        fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
+                        batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+                        seed=derive_seed(run.seed, "world-model-fit", 0))
+        world_model_fitted = True
+        gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
+        logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
     start = time.monotonic()
     metrics = evaluate_policy()
     logger.log(metrics, real_env_steps=0, iteration=0)
@@ -154,38 +194,89 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     bar = tqdm(range(1, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}", disable=not trainer.progress)
     for iteration in bar:
         iteration_start = time.monotonic()
-        # 2. Collect real rollouts on training tasks; groups share their start state. Every env
+        # 2. How many of the update's groups are real and how many imagined: all real until the
+        #    gate opens; then a fully imagined warm-up if asked, then the (scheduled) ratio, with
+        #    fractional real groups carried over so the long-run share is the configured one.
+        n_real, n_imagined = trainer.groups_per_iteration, 0
+        if world_model is not None and gate.is_open:
+            if warmup_left > 0:
+                n_real, n_imagined, warmup_left = 0, trainer.groups_per_iteration, warmup_left - 1
+            else:
+                ratio = scheduled_ratio(imagination.ratio, imagination.ratio_end, iteration, trainer.iterations)
+                n_real, n_imagined, real_credit = split_groups(trainer.groups_per_iteration, ratio, real_credit)
+
+        # 3. Collect real rollouts on training tasks; groups share their start state. Every env
         #    step counts, also those of groups that dynamic sampling drops.
         collected: list[Trajectory] = []
 
-        def sample(round_index: int, iteration: int = iteration, collected: list = collected):
+        def sample(round_index: int, iteration: int = iteration, collected: list = collected, n_real: int = n_real):
             trajectories = collect(
                 policy, run.env.name, env_kwargs=env_kwargs, group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False,
-                group_seeds=task_seeds("train", trainer.groups_per_iteration, "train", iteration, round_index),
+                group_seeds=task_seeds("train", n_real, "train", iteration, round_index),
                 first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
             )
-            next_ids["group"] += trainer.groups_per_iteration
+            next_ids["group"] += n_real
             next_ids["trajectory"] += len(trajectories)
             for trajectory in trajectories:
                 trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
             collected.extend(trajectories)
             return trajectories
 
-        if algo.dynamic_sampling:
-            trajectories, rounds = fill_with_informative_groups(sample, trainer.groups_per_iteration,
-                                                                max_rounds=1 + algo.max_resample_rounds)
+        if n_real == 0:
+            trajectories, rounds = [], 0
+        elif algo.dynamic_sampling:
+            trajectories, rounds = fill_with_informative_groups(sample, n_real, max_rounds=1 + algo.max_resample_rounds)
         else:
             trajectories, rounds = sample(0), 1
-        store.append(collected)
+        if collected:
+            store.append(collected)
         rollout = summarise(collected)  # what the policy achieved, dropped groups included
         real_env_steps += rollout.env_steps
         collect_s = time.monotonic() - iteration_start
 
+        # 4. Model-based: score the world model on the new real episodes (held out: it has not been
+        #    fitted on them), open or close the gate, refit on the store's newest real episodes, and
+        #    imagine the update's other groups from recent real states.
+        model_metrics: dict[str, float] = {}
+        imagined = ImaginedGroups([], [], [])
+        if world_model is not None:
+            model_start = time.monotonic()
+            recent.extend(collected)
+            model_metrics = refit_and_gate(world_model, gate, store, collected, imagination, iteration,
+                                           first_fit=not world_model_fitted,
+                                           fit_seed=derive_seed(run.seed, "world-model-fit", iteration),
+                                           log=lambda text, steps=real_env_steps: logger.log_text(
+                                               "imagination/gate", text, real_env_steps=steps))
+            world_model_fitted = True
+            if n_imagined and gate.is_open:
+                branches = sample_branch_points(list(recent), n_imagined, start_share=imagination.start_share,
+                                                rng=branch_rng)
+                imagined = imagine_groups(
+                    policy, world_model, run.env.name, env_kwargs, branches, group_size=trainer.group_size,
+                    config=imagination, seed=derive_seed(run.seed, "dream", iteration), max_turns=trainer.max_turns,
+                    first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
+                )
+                next_ids["group"] += len(imagined.groups)
+                next_ids["trajectory"] += len(imagined.trajectories)
+                for trajectory in imagined.trajectories:
+                    trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
+            imagined_groups_total += len(imagined.groups)
+            groups_total += len(imagined.groups) + len({t.group_id for t in trajectories})
+            model_metrics.update(imagination_metrics(imagined, len(trajectories),
+                                                     imagined_groups_total, groups_total, gate))
+            model_metrics["time/model_s"] = time.monotonic() - model_start
+
         update_start = time.monotonic()
         stats = {}
+        if imagined.trajectories:  # imagined rows weigh imagined_weight (0: they only shape the critic)
+            weight = 0.0 if imagination.mode == "value_expansion" else imagination.imagined_weight
+            weights = [1.0] * len(trajectories) + [weight] * len(imagined.trajectories)
+            trajectories = trajectories + imagined.trajectories
+        else:
+            weights = None
         if trajectories:  # empty only when dynamic sampling found no informative group
-            # 3. Advantages: one row per sampled turn, trained on exactly the sampled ids.
-            batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id)
+            # 5. Advantages: one row per sampled turn, trained on exactly the sampled ids.
+            batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id, weights=weights)
             rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
             value = None
             if critic is None:
@@ -193,11 +284,11 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             else:
                 advantages, value = critic_advantages(algo, learner, policy, batch, rows)
 
-            # 4. Clipped policy update; old log-probs through the learner's own Fabric module.
+            # 6. Clipped policy update; old log-probs through the learner's own Fabric module.
             stats = learner.update(batch.tokens, advantages, weights=batch.weights, value=value)
         update_s = time.monotonic() - update_start
 
-        # 5. Log against real env steps.
+        # 7. Log against real env steps.
         metrics = {
             "charts/success_rate": rollout.success_rate,
             "charts/episodic_return": rollout.episodic_return,
@@ -208,6 +299,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             "charts/elapsed_s": time.monotonic() - start,
             "time/collect_s": collect_s,
             "time/update_s": update_s,
+            **model_metrics,
             **stats,
         }
         if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
@@ -231,12 +323,17 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     save_policy(policy, run_dir / "policy")
     if critic is not None:  # safetensors + config.json, loadable without the training stack
         critic.save_pretrained(run_dir / "critic")
+    if world_model is not None:
+        world_model.save_pretrained(run_dir / "world_model")
     logger.close()
     summary = {
         "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
         "real_env_steps": real_env_steps, "warm_start_env_steps": warm_start_env_steps, "initial_success": history[0]["eval/success_rate"],
         "final_success": history[-1].get("eval/success_rate"), "wall_s": time.monotonic() - start,
     }
+    if world_model is not None:
+        summary["imagination"] = imagination_summary(history)
+        print(format_imagination_summary(summary["imagination"]))
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

@@ -1,0 +1,21 @@
+"""One way to build a fresh world model from the ``world_model/`` config group, for every entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.config import WorldModelOptions
+from world_model import TurnTokenizer, WorldModel, WorldModelConfig, token_limits
+
+
+def build_world_model(
+    options: WorldModelOptions, env_name: str, env_kwargs: dict[str, Any], vocabulary: list[str], *, seed: int
+) -> WorldModel:
+    """A world model over the env's words, with the env's word caps unless ``world_model.max_*_words``
+    set them, initialised from ``seed``."""
+    limits = token_limits(
+        env_name, dict(env_kwargs), observation=options.max_observation_words, action=options.max_action_words,
+        option_names=("world_model.max_observation_words", "world_model.max_action_words"),
+    )
+    tokenizer = TurnTokenizer.build(vocabulary, limits)
+    return WorldModel(WorldModelConfig.for_tokenizer(tokenizer, **options.config_kwargs()), tokenizer, seed=seed)

@@ -1,0 +1,42 @@
+"""Between iterations: score the world model on fresh real data, move the gate, refit on the store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from envs.store import TrajectoryStore
+from envs.trajectory import Trajectory
+from imagination.config import ImaginationConfig
+from imagination.gate import ImaginationGate
+from world_model.lightning_module import refit_on_store
+from world_model.metrics import one_step_accuracy
+from world_model.model import WorldModel
+
+
+def refit_and_gate(
+    world_model: WorldModel, gate: ImaginationGate, store: TrajectoryStore, new_real: list[Trajectory],
+    config: ImaginationConfig, iteration: int, *, first_fit: bool, fit_seed: int,
+    log: Callable[[str], None],
+) -> dict[str, float]:
+    """Score the world model on ``new_real`` (not yet fitted on), update the gate, refit on the store.
+
+    The first fit of a model that saw no warm-start data runs ``first_fit_steps`` (its score is
+    then that of an untrained model, so the gate opens at the next iteration's score at the
+    earliest); later refits run ``fit_steps`` every ``fit_every`` iterations, seeded by ``fit_seed``,
+    on the store's newest ``fit_trajectories`` real episodes. ``log`` gets a line when the gate moves.
+    """
+    metrics: dict[str, float] = {}
+    if new_real:
+        score = one_step_accuracy(world_model, new_real)
+        metrics.update(score.as_metrics("wm/"))
+        change = gate.update(score.exact_match)
+        if change:
+            log(f"gate {change} at iteration {iteration}: one-step exact match {score.exact_match:.3f} "
+                f"(threshold {config.gate_threshold})")
+    if first_fit or iteration % config.fit_every == 0:
+        fit = refit_on_store(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
+                             batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories,
+                             seed=fit_seed)
+        metrics["wm/train_loss"] = fit.get("train_after/loss", float("nan"))
+        metrics["wm/fit_trajectories"] = float(fit["trajectories"])
+    return metrics
