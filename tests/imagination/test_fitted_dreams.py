@@ -1,0 +1,70 @@
+"""A short fit on real hidden_number episodes gives dreams that read like the real env.
+
+One fit (60 steps on 50 expert episodes, a tiny model) is shared. Dream episodes are played by a
+bisecting agent that reads only the dream's own observations. Measured over model seeds 0..3:
+84-94% of imagined observations have the real result format ``guess k : higher|lower|correct``
+(a random-guess agent: 84-94% too), 91-96% of turns end ``done`` exactly when they say ``correct``;
+but the echoed k equals the guessed one in only 20-70% of turns, and the dreams are optimistic
+(random guessing "succeeds" in 85-100% of dream episodes against about 30% in the real env),
+as a model fitted on expert play only would be. The asserted bounds are loose on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from envs import ExpertAgent, collect
+from imagination import DreamEnvFactory
+from world_model import TurnTokenizer, WorldModel, WorldModelConfig
+from world_model.lightning_module import fit_world_model
+
+RESULT = re.compile(r"guess (\d+) : (higher|lower|correct)")
+SIZES = {
+    "latent_size": 16,
+    "num_members": 2,
+    "encoder": {"embed_size": 16, "feature_size": 32, "conv_layers": 1},
+    "decoder": {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 2},
+    "head_hidden": 16,
+}
+
+
+class Bisect:
+    """Binary search on the interval the episode's own (dream) answers leave; unreadable ones are skipped."""
+
+    def act(self, views):
+        actions = []
+        for view in views:
+            low, high = 1, 16
+            for turn in view.turns:
+                match = RESULT.fullmatch(turn.next_observation)
+                if match and match.group(2) == "higher":
+                    low = max(low, int(match.group(1)) + 1)
+                elif match and match.group(2) == "lower":
+                    high = min(high, int(match.group(1)) - 1)
+            low, high = sorted((low, high))
+            actions.append(f"guess({(low + high) // 2})")
+        return actions
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    tokenizer = TurnTokenizer.for_env("hidden_number")
+    model = WorldModel(WorldModelConfig.for_tokenizer(tokenizer, **SIZES), tokenizer, seed=0)
+    real = collect(ExpertAgent(), "hidden_number", group_size=1, n_groups=50, seed=0, progress=False)
+    fit_world_model(real, [], model, max_steps=60, batch_size=16, lr=5e-3, seed=0)
+    return model
+
+
+def test_dream_observations_parse_like_real_ones(fitted):
+    factory = DreamEnvFactory(fitted, "hidden_number", seed=1)
+    trajectories = collect(Bisect(), factory, group_size=4, n_groups=10, seed=100, source="imagined",
+                           progress=False)
+    turns = [turn for t in trajectories for turn in t.turns]
+    parsed = sum(bool(RESULT.fullmatch(turn.next_observation)) for turn in turns) / len(turns)
+    done_when_correct = sum(("correct" in turn.next_observation) == turn.done for turn in turns) / len(turns)
+    print(f"format share {parsed:.2f}, done iff 'correct' {done_when_correct:.2f}, {len(turns)} turns")
+    assert parsed >= 0.6
+    assert done_when_correct >= 0.7
+    assert all(turn.valid for turn in turns)
