@@ -1,0 +1,71 @@
+"""Learning curves of the world model on held-out transitions, against exact answers where known.
+
+    python -m experiments.benchmarks.world_model [--envs ...] [--sizes 300 1000 3000 10000]
+        [--steps 300 600 1200 2000] [--quick] [--out DIR]
+
+Data. For each env and each number of real training transitions (``--sizes``), episodes are
+collected with ``RandomAgent`` and ``ExpertAgent`` (alternating, one episode per seed) on
+training-split seeds (``envs.splits``), and held-out episodes the same way on eval-split seeds
+(disjoint seed ranges; for random maps, rooms and catalogues also disjoint tasks). Smaller training
+sets are prefixes of the largest (whole episodes, so a size is reached or slightly exceeded; the
+actual count is printed). A fresh ``WorldModel`` is fitted per size for ``--steps`` optimiser
+steps (batches of ``--batch-size`` episodes); ``fit_s`` is that fit's wall time.
+
+Measures, on every held-out transition, from the latent of the true history before it:
+
+- ``nll_text``: the model's NLL (nats) of the whole next observation (its words and ``</s>``)
+  under the distribution ``WorldModel.step`` samples from (each member's softmax without the ids
+  it never emits, averaged over members, token by token).
+- ``match`` / ``rew`` / ``done``: ``WorldModel.step(greedy=True)``'s next observation exactly
+  equal to the real one (word for word, after the word caps), its reward within half the gap
+  between the env's rewards (0.5; minishop 0.1) and its done flag equal to the real one.
+- ``auroc``: ``Predictions.uncertainty`` (the members' mean mutual information per emitted word
+  of the greedy observation) as a score for the greedy observation being wrong; AUROC computed as
+  the Mann-Whitney statistic (ties 1/2); ``-`` when no prediction (or none) was wrong.
+
+Per env kind (``--envs``):
+
+- ``frozen_lake`` (non-slippery, random 4x4 maps) and ``sokoban`` (6x6, one box), deterministic:
+  also open-loop exact match ``ol@k``, k = 1..5: from each real history, the next k logged
+  actions replayed through ``step`` (greedy, the model's own observations folded back in); the
+  k-th imagined observation against the real one, over starts with k actions left. Targets: one-
+  step match >= 0.999, reward and done accuracy 1.0.
+- ``hidden_number`` (noiseless) and ``hidden_number_noisy`` (``noise=0.1``): ``nll_bayes``, the NLL
+  of the env's exact Bayes predictive (``predictive_distribution``); the text ``guess k : answer``
+  is fixed by the action except for its answer word, so that is also the text's distribution;
+  ``nll_ans``, the model's NLL of the answer word alone given the true prefix.
+- ``frozen_lake_slippery`` (random 4x4 maps, slippery): ``nll_exact``, the NLL of the env's exact
+  next-observation distribution (``transition_probabilities()`` grouped by next cell). The env
+  state at each held-out step is rebuilt by resetting with the episode's seed and replaying its
+  actions (slips come from the seeded RNG; each replayed observation is checked).
+  For both stochastic kinds ``ratio = nll_text / nll_exact``; target ratio <= 1.02. At the largest
+  size, the model's probability of every outcome class (hidden_number: each answer word given the
+  true prefix; slippery frozen_lake: each reachable cell's whole grid) against whether it happened
+  is binned into a reliability diagram, ``world_model_calibration.png`` (ECE in the legend).
+- ``minishop``: ``nll_text`` and, on next observations the episode had already shown (back to
+  search, an item page again, an option click that leaves the page as it was), ``rv_match``, the
+  greedy exact match there, with their count; target >= 0.99.
+
+Policy shift (deterministic envs and minishop): one more model is fitted on random-agent episodes
+only (``--shift-size``, ``--shift-steps``) and scored on expert episodes (row ``rand>exp``): its
+match and its AUROC, target >= 0.85, as for the curve's AUROC. For every target the report gives
+the smallest training size at which it was met and the fit seconds summed up to that size, or
+``not met (best X at N)``. Writes ``world_model.png`` (the curves) into ``--out``.
+
+Cost, on CPU with one or two shared cores: each fit is ``--steps`` optimiser steps; a step takes
+about 0.2-0.5 s on hidden_number and frozen_lake, about 1 s on sokoban and several seconds on
+minishop (long pages). Scoring is a few greedy decodes of every held-out transition (one step, and
+five open-loop steps on deterministic envs); each decode recomputes the whole prefix per word, so
+minishop's 190-word pages are the slowest part of scoring. The defaults (4 sizes, 4100 steps plus
+a 600-step shift fit per env, six envs) take many hours; ``--quick`` is a smoke run of a minute
+or so per env with tiny sizes, steps and model. One fit seed per size: no error bars.
+"""
+
+from experiments.benchmarks.world_model.cli import main
+from experiments.benchmarks.world_model.data import ENVS, collect_pool, prefix, revisits
+from experiments.benchmarks.world_model.metrics import auroc, first_met, reliability
+from experiments.benchmarks.world_model.report import format_table, format_targets
+from experiments.benchmarks.world_model.run import Result, Row, run
+
+__all__ = ["ENVS", "Result", "Row", "auroc", "collect_pool", "first_met", "format_table", "format_targets", "main",
+           "prefix", "reliability", "revisits", "run"]

@@ -1,0 +1,3 @@
+from experiments.benchmarks.world_model.cli import main
+
+main()

@@ -1,0 +1,112 @@
+"""Text output: one table per env (columns by the env's kind) and when each target was first met."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from experiments.benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, Kind
+from experiments.benchmarks.world_model.metrics import first_met
+from experiments.benchmarks.world_model.run import Result, Row
+
+# (metric key, header, width, decimals); decimals 0 prints an integer count.
+_NLL = [("nll_text", "nll_text", 8, 3)]
+_ACC = [("match", "match", 6, 3), ("reward", "rew", 5, 3), ("done", "done", 5, 3)]
+_UNC = [("wrong", "wrong", 5, 0), ("auroc", "auroc", 5, 2)]
+COLUMNS: dict[Kind, list[tuple[str, str, int, int]]] = {
+    "bayes": _NLL + [("nll_answer", "nll_ans", 7, 3), ("nll_exact", "nll_bayes", 9, 3), ("ratio", "ratio", 6, 3)]
+    + _ACC,
+    "slippery": _NLL + [("nll_exact", "nll_exact", 9, 3), ("ratio", "ratio", 6, 3)] + _ACC,
+    "deterministic": _ACC + [(f"open_loop_{k}", f"ol@{k}", 5, 3) for k in range(1, 6)] + _UNC,
+    "shop": _NLL + _ACC + [("revisits", "revisits", 8, 0), ("revisit_match", "rv_match", 8, 3)] + _UNC,
+}
+
+
+def _num(value: float, width: int, digits: int) -> str:
+    if math.isnan(value):
+        return f"{'-':>{width}}"
+    return f"{int(value):>{width}d}" if digits == 0 else f"{value:>{width}.{digits}f}"
+
+
+def header(env: str) -> str:
+    kind = ENVS[env].kind
+    cols = " ".join(f"{h:>{w}}" for _, h, w, _ in COLUMNS[kind])
+    return f"\n== {env} ({kind}) ==\n{'data':<9} {'train':>6} {'steps':>6} {'fit_s':>7} {'eval':>5} {cols}"
+
+
+def format_row(r: Row) -> str:
+    cols = " ".join(_num(r.get(key), w, d) for key, _, w, d in COLUMNS[ENVS[r.env].kind])
+    data = "rand>exp" if r.shift else "mixed"
+    return f"{data:<9} {r.transitions:>6d} {r.steps:>6d} {r.fit_s:>7.1f} {r.eval_transitions:>5d} {cols}"
+
+
+def format_table(result: Result) -> str:
+    lines: list[str] = []
+    for env in dict.fromkeys(r.env for r in result.rows):
+        lines += [header(env), *(format_row(r) for r in result.rows if r.env == env)]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    key: str
+    kinds: tuple[Kind, ...]
+    compare: Callable[[float, float], bool]
+    threshold: float
+    shift: bool = False
+    """Read from the random-only fit scored on expert episodes instead of the learning curve."""
+
+    def describe(self) -> str:
+        sign = ">=" if self.compare is operator.ge else "<="
+        return f"{self.name} {sign} {self.threshold:g}"
+
+
+TARGETS = (
+    Target("one-step exact match", "match", ("deterministic",), operator.ge, 0.999),
+    Target("reward accuracy", "reward", ("deterministic",), operator.ge, 1.0),
+    Target("done accuracy", "done", ("deterministic",), operator.ge, 1.0),
+    Target("NLL ratio model/exact", "ratio", ("bayes", "slippery"), operator.le, 1.02),
+    Target("revisited-page exact match", "revisit_match", ("shop",), operator.ge, 0.99),
+    Target("AUROC disagreement vs wrong", "auroc", KINDS_WITH_SHIFT, operator.ge, 0.85),
+    Target("AUROC under policy shift", "auroc", KINDS_WITH_SHIFT, operator.ge, 0.85, shift=True),
+)
+
+
+def target_line(target: Target, rows: list[Row]) -> str:
+    """``met at N transitions (fit S s cumulative)`` or ``not met (best X at N)``."""
+    points = [(r.transitions, r.get(target.key), r.fit_s) for r in rows]
+    hit = first_met(points, lambda v: target.compare(v, target.threshold))
+    if hit is not None:
+        return f"met at {hit[0]} transitions (fit {hit[1]:.0f} s cumulative)"
+    known = [(v, n) for n, v, _ in points if not math.isnan(v)]
+    if not known:
+        return "not met (no value: -)"
+    best = (max if target.compare is operator.ge else min)(known)
+    return f"not met (best {best[0]:.3f} at {best[1]})"
+
+
+def format_targets(result: Result) -> str:
+    lines = ["", "== targets =="]
+    for env in dict.fromkeys(r.env for r in result.rows):
+        for target in TARGETS:
+            if ENVS[env].kind not in target.kinds:
+                continue
+            rows = [r for r in result.rows if r.env == env and r.shift == target.shift]
+            if rows:
+                lines.append(f"{env:<21} {target.describe():<36} {target_line(target, rows)}")
+    return "\n".join(lines)
+
+
+NOTE = """\
+nll_*: nats per held-out transition. nll_text: model NLL of the whole next-observation text (its words
+and </s>; the ensemble's per-token mixture, as WorldModel.step samples); nll_ans: the answer word only,
+given the true prefix; nll_bayes / nll_exact: NLL of the env's exact next-observation distribution;
+ratio = nll_text / nll_exact (1 is optimal). match: greedy next observation exactly right; rew / done:
+reward and done flag right. ol@k: open loop, the k-th observation right after k imagined steps on the
+logged actions. wrong: greedy one-step predictions that were wrong; auroc: step's disagreement as a
+score for them ('-' without both right and wrong ones). revisits / rv_match: next observations the
+episode had already shown, and the greedy exact match on those. data: mixed = random and expert
+episodes; rand>exp = fitted on random-agent episodes only, scored on expert episodes."""
