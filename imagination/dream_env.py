@@ -67,6 +67,22 @@ class DreamStepper:
         self.greedy = bool(greedy)
         self.generator = torch.Generator(device=model.device)
         self.reseed(seed)
+        self._folded: tuple[tuple[str, tuple[tuple[str, str], ...]], WorldState] | None = None
+
+    def fold(self, first: str, prefix: Sequence[tuple[str, str]] = ()) -> WorldState:
+        """The state after observation ``first`` and the real (action, next observation) turns of
+        ``prefix``: ``initial_state`` then one ``observe`` per turn; nothing is drawn.
+
+        The latest answer is kept, so the members of a group (started one after another from the
+        same prefix) fold it once. The returned state is shared: it is never changed in place.
+        """
+        key = (first, tuple(prefix))
+        if self._folded is None or self._folded[0] != key:
+            state = self.model.initial_state([first])
+            for action, observation in key[1]:
+                state = self.model.observe(state, [action], [observation])
+            self._folded = (key, state)
+        return self._folded[1]
 
     def reseed(self, seed: int) -> None:
         """Restart the generator from ``seed``."""
@@ -189,7 +205,7 @@ class DreamEnv:
         observation = self._real.reset(seed)
         if self._private:
             self.batch_stepper.reseed(derive_seed(self.seed, "reset", int(seed)))
-        self._begin(self.model.initial_state([observation]), turn=0)
+        self._begin(self.batch_stepper.fold(observation), turn=0)
         return observation
 
     def start_from(self, trajectory: Trajectory, k: int) -> str:
@@ -212,12 +228,10 @@ class DreamEnv:
         if k >= self.max_turns:
             raise ValueError(f"cannot start at turn {k}: the turn budget is {self.max_turns}")
         first = trajectory.turns[0].observation if trajectory.turns else self._real.reset(trajectory.seed)
-        state = self.model.initial_state([first])
-        for turn in prefix:
-            state = self.model.observe(state, [turn.action], [turn.next_observation])
+        turns = [(turn.action, turn.next_observation) for turn in prefix]
+        state = self.batch_stepper.fold(first, turns)
         if self._private:
-            key = [(t.action, t.next_observation) for t in prefix]
-            self.batch_stepper.reseed(derive_seed(self.seed, "branch", trajectory.seed, first, key))
+            self.batch_stepper.reseed(derive_seed(self.seed, "branch", trajectory.seed, first, turns))
         self._begin(state, turn=k)
         return prefix[-1].next_observation if prefix else first
 

@@ -90,3 +90,14 @@ def test_an_imagined_trajectory_round_trips_the_store(hn_model, real, tmp_path):
     assert loaded == trajs
     assert TrajectoryStore(tmp_path / "store").filter(source="imagined") == trajs
     assert TrajectoryStore(tmp_path / "store").filter(source="real") == []
+
+
+def test_a_group_folds_its_shared_prefix_once(hn_model, real, monkeypatch):
+    traj = next(t for t in real if t.num_turns > 2)
+    calls = []
+    inner = hn_model.observe
+    monkeypatch.setattr(hn_model, "observe", lambda *a: calls.append(1) or inner(*a))
+    factory = DreamEnvFactory(hn_model, "hidden_number", seed=0, horizon=1)
+    trajs = collect(ScriptedAgent(lambda v: "guess(5)"), factory, branches=[(traj, 2), (traj, 1)], group_size=4,
+                    source="imagined", progress=False)
+    assert len(trajs) == 8 and len(calls) == 2 + 1
