@@ -8,7 +8,8 @@ import functools
 import pytest
 import torch
 
-from world_model import TurnTokenizer, WorldModel, WorldModelConfig
+from envs.registry import make
+from world_model import TokenLimits, TurnTokenizer, WorldModel, WorldModelConfig
 
 TINY = {
     "latent_size": 16,
@@ -21,6 +22,11 @@ TINY = {
 
 @functools.cache
 def tokenizer_for(name: str) -> TurnTokenizer:
+    """The env's tokenizer; minishop's with a short observation cap (its pages run to ~190 words,
+    and an untrained model writes to the cap, a few seconds a step): the tests need no full pages."""
+    if name == "minishop":
+        env = make(name)
+        return TurnTokenizer.build(env.vocabulary(), TokenLimits(observation=24, action=16))
     return TurnTokenizer.for_env(name)
 
 
