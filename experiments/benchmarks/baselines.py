@@ -4,9 +4,10 @@
     python -m experiments.benchmarks.baselines --envs hidden_number --algos grpo gigpo --minutes 3
 
 Runs ``experiments.train`` once per (env, algo) in a subprocess with a wall-clock budget (one torch
-thread each, ``--jobs`` at a time), then prints evaluated success against real env steps for every
-run, a summary table (warm-start success -> final success), and plots the curves to
-``<out>/baselines.png``. A figure, not a timed test.
+thread each, ``--jobs`` at a time), then reports these runs with ``experiments.report``: the table
+(real env steps to ``--target`` held-out success, final success, wall time) printed and written to
+``<out>/baselines.md``, the curves to ``<out>/baselines.png``, and per-run warm-start and final
+success to ``<out>/summary.json``. A figure, not a timed test.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from experiments.metrics_logger import read_metrics
+from experiments.report import DEFAULT_TARGET, write_report
+from experiments.reporting import Run, load_run
 
 ENVS = ("hidden_number", "frozen_lake")
 ALGOS = ("ppo_turn", "grpo", "gigpo", "hgpo")
@@ -44,9 +46,17 @@ def run_one(env: str, algo: str, args: argparse.Namespace) -> Path:
     return run_dir
 
 
-def eval_curve(run_dir: Path) -> list[tuple[int, float]]:
-    records = read_metrics(run_dir / "metrics.jsonl")
-    return [(r["charts/real_env_steps"], r["eval/success_rate"]) for r in records if r.get("eval/success_rate") is not None]
+def run_summaries(runs: list[Run]) -> list[dict]:
+    """Per run: warm-start (first evaluation) and final held-out success, the best, real env steps, status."""
+    rows = []
+    for run in runs:
+        if not run.curve:
+            continue
+        rows.append({"env": run.env, "algo": run.overrides.get("algo"), "seed": run.seed,
+                     "initial": run.curve[0][1], "final": run.final_success,
+                     "best": max(success for _, success in run.curve), "real_env_steps": run.real_env_steps,
+                     "done": run.status == "done", "status": run.status})
+    return rows
 
 
 def main() -> None:
@@ -59,6 +69,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                        help="held-out success whose first crossing the table reports in real env steps")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/baselines"))
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args()
@@ -70,56 +82,18 @@ def main() -> None:
         run_dirs = list(pool.map(lambda pair: run_one(*pair, args), pairs))
     print(f"all runs done in {(time.monotonic() - start) / 60:.1f} min\n")
 
-    curves = {}
+    runs = []
     for (env, algo), run_dir in zip(pairs, run_dirs, strict=True):
         if (run_dir / "metrics.jsonl").exists():
-            curves[(env, algo)] = eval_curve(run_dir)
-
-    print("Evaluated success (held-out seeds) against real env steps:")
-    for (env, algo), curve in curves.items():
-        points = "  ".join(f"{steps}:{success:.2f}" for steps, success in curve)
-        print(f"  {env:<14} {algo:<9} {points}")
-
-    print(f"\n{'env':<14} {'algo':<9} {'warm start':>10} {'final':>6} {'best':>6} {'real steps':>10} {'done':>5}")
-    summary = []
-    for (env, algo), run_dir in zip(pairs, run_dirs, strict=True):
-        curve = curves.get((env, algo), [])
-        done = (run_dir / "done").exists()
-        if not curve:
-            print(f"{env:<14} {algo:<9} {'-':>10} {'-':>6} {'-':>6} {'-':>10} {str(done):>5}")
-            continue
-        row = {"env": env, "algo": algo, "initial": curve[0][1], "final": curve[-1][1],
-               "best": max(s for _, s in curve), "real_env_steps": curve[-1][0], "done": done}
-        summary.append(row)
-        print(f"{env:<14} {algo:<9} {row['initial']:>10.2f} {row['final']:>6.2f} {row['best']:>6.2f} "
-              f"{row['real_env_steps']:>10} {str(done):>5}")
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    plot(curves, args.out / "baselines.png")
-    print(f"\nplot: {args.out / 'baselines.png'}")
-
-
-def plot(curves: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    envs = sorted({env for env, _ in curves})
-    fig, axes = plt.subplots(1, max(len(envs), 1), figsize=(5 * max(len(envs), 1), 3.6), squeeze=False)
-    for ax, env in zip(axes[0], envs, strict=False):
-        for (curve_env, algo), curve in sorted(curves.items()):
-            if curve_env == env and curve:
-                steps, success = zip(*curve, strict=True)
-                ax.plot(steps, success, marker="o", markersize=3, label=algo)
-        ax.set_title(env)
-        ax.set_xlabel("real env steps")
-        ax.set_ylabel("eval success rate")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+            runs.append(load_run(run_dir))
+        else:
+            print(f"  {env}/{algo}: no metrics.jsonl in {run_dir}, left out of the report")
+    if not runs:
+        print("no run logged any metrics: nothing to report")
+        sys.exit(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(run_summaries(runs), indent=2))
+    write_report(runs, args.out, args.target, name="baselines", echo=True)
 
 
 if __name__ == "__main__":

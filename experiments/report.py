@@ -1,0 +1,113 @@
+"""Summarise one training run or a whole sweep: a figure and a table, best configuration first.
+
+    python -m experiments.report multirun/2026-12-01/10-00-00
+    python -m experiments.report outputs/2026-12-01/10-00-00_hidden_number_grpo_s0 --target 0.5
+    python -m experiments.report benchmarks/baselines --out /tmp/report --ignore trainer.time_budget_s
+
+Every folder at or below DIR holding ``metrics.jsonl`` is a run. Runs whose overrides differ only in
+``seed`` are seeds of one configuration, labelled by the overrides that differ between
+configurations. Writes ``report.png`` (held-out success against real env steps, mean over seeds with
+a band of one standard deviation, plus world-model exact-match and imagined-minus-real return-gap
+panels when any run logged them) and ``report.md`` (the summary table and every run with its status),
+prints the table and the two paths. Real steps to the target are those of the first evaluation at or
+above it, never interpolated; spreads are sample standard deviations over seeds; failed runs are
+listed but left out of the statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from experiments.reporting.plot import plot_report
+from experiments.reporting.runs import SEED_KEY, Run, configurations, load_runs
+from experiments.reporting.table import format_table, run_table, summary_rows
+
+DEFAULT_TARGET = 0.8
+
+
+class NoRunsError(ValueError):
+    """The folder (or list) holds no run: nothing to report."""
+
+
+def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None = None,
+                 target: float = DEFAULT_TARGET, *, name: str = "report",
+                 ignore: Iterable[str] = (SEED_KEY,), echo: bool = False) -> tuple[Path, Path]:
+    """Write ``<out_dir>/<name>.png`` and ``<out_dir>/<name>.md`` and return their paths.
+
+    ``source`` is a folder (every run at or below it) or runs from ``load_runs``; ``out_dir`` defaults
+    to the folder and is required with a list. ``ignore`` are the override keys that do not make a
+    configuration (the seed, plus e.g. a time budget). ``echo`` prints the summary table and the two
+    paths. Raises NoRunsError when there is no run."""
+    if isinstance(source, (str, Path)):
+        root = Path(source)
+        runs = load_runs(root)
+        if not runs:
+            raise NoRunsError(f"no run folder (a folder with metrics.jsonl) at or below {root}")
+        out = Path(out_dir) if out_dir is not None else root
+    else:
+        runs = list(source)
+        if not runs:
+            raise NoRunsError("no runs to report")
+        if out_dir is None:
+            raise ValueError("write_report needs out_dir when given a list of runs")
+        out = Path(out_dir)
+    if not 0.0 <= target <= 1.0:
+        raise ValueError(f"target is a success rate in [0, 1], got {target}")
+
+    configs = configurations(runs, ignore)
+    rows = summary_rows(configs, target)
+    order = [row.label for row in rows]
+    out.mkdir(parents=True, exist_ok=True)
+    png = plot_report(configs, out / f"{name}.png", target, order=order)
+    table = format_table(rows, target)
+    md = out / f"{name}.md"
+    md.write_text("\n".join([
+        f"# Run report: {len(runs)} run{'s' if len(runs) != 1 else ''}, {len(configs)} "
+        f"configuration{'s' if len(configs) != 1 else ''}", "",
+        f"Best first. Real env steps to reach held-out success {target:g}: the first evaluation at or "
+        "above it (no interpolation), mean ± sample standard deviation over the seeds that reached it; "
+        "`not reached (k/n)` when only k of n seeds did. Final success: mean ± sample standard deviation. "
+        "Wall time: mean per run. Failed runs are left out of the statistics and counted under seeds.", "",
+        table, "", f"![success against real env steps]({png.name})", "", "## Runs", "",
+        run_table({label: configs[label] for label in order}, target, relative_to=out), "",
+    ]), encoding="utf-8")
+    if echo:
+        print(table)
+        print(f"\nplot: {png}\ntable: {md}")
+    return png, md
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", type=Path, metavar="DIR",
+                        help="one run folder, or a sweep / benchmark folder holding run folders at any depth")
+    parser.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                        help="held-out success rate whose first crossing is reported in real env steps "
+                             f"(default {DEFAULT_TARGET})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for report.png and report.md (default: DIR itself)")
+    parser.add_argument("--ignore", nargs="+", default=[], metavar="KEY",
+                        help="override keys that, like seed, do not make a configuration of their own "
+                             "(e.g. trainer.time_budget_s)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        write_report(args.dir, args.out, args.target, ignore=(SEED_KEY, *args.ignore), echo=True)
+    except NoRunsError as error:
+        print(f"experiments.report: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:
+        print(f"experiments.report: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

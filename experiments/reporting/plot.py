@@ -1,0 +1,125 @@
+"""The report figure: held-out success against real env steps, one line per configuration (the mean
+over seeds on the common grid of ``curves.mean_curve``, a band of plus or minus one standard deviation),
+plus panels for the world model's one-step exact match and the imagined-minus-real return gap when
+any run logged them. Runs of several envs get one row of panels per env; each row has its legend to
+the right, outside the axes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from experiments.reporting.curves import mean_curve
+from experiments.reporting.runs import Run
+
+PANELS = (
+    # (series name, or None for eval success; title; y label)
+    (None, "held-out success", "eval success rate"),
+    ("wm/one_step_exact_match", "world model: one-step exact match", "exact match on new real turns"),
+    ("imagination/return_gap", "imagined minus real return", "return gap"),
+)
+RATES = (None, "wm/one_step_exact_match")  # panels on a fixed 0..1 scale
+LEGEND_WIDTH = 44  # characters per legend line before a label wraps at a comma
+LEGEND_ROWS = 12  # legend entries per column
+MARKERS_UP_TO = 40  # grid points up to which a line gets a dot per point
+
+
+def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: float | None = None,
+                order: Sequence[str] | None = None) -> Path:
+    """Draw the figure to ``path`` (PNG) and return it. ``order`` (labels, e.g. the table's best-first
+    order) sets line colours and legend order; failed runs are left out of the lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(order) if order is not None else list(configs)
+    counted = {label: [r for r in configs[label] if r.status != "failed"] for label in labels}
+    shown = panel_series(counted)
+    panels = [p for p in PANELS if p[0] in shown]
+    envs = sorted({_env(runs) for runs in counted.values()}, key=str)
+    if len(envs) == 1:
+        envs = [None]  # one row, no env in the titles
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    colour = {label: palette(i % palette.N) for i, label in enumerate(labels)}
+
+    legends = []
+    fig, axes = plt.subplots(len(envs), len(panels), figsize=(4.6 * len(panels), 3.4 * len(envs)),
+                             squeeze=False, sharex="row")
+    for row, env in enumerate(envs):
+        row_labels = [label for label in labels if env is None or _env(counted[label]) == env]
+        for col, (series, title, ylabel) in enumerate(panels):
+            ax = axes[row][col]
+            for label in row_labels:
+                curves = [r.curve if series is None else r.series.get(series, []) for r in counted[label]]
+                curve = mean_curve(curves)
+                if not curve.steps:
+                    continue
+                seeds = f"{curve.seeds} seed{'s' if curve.seeds != 1 else ''}"
+                bounds = (0.0, 1.0) if series in RATES else None
+                _draw(ax, curve, colour[label], f"{_wrap(label)} ({seeds})", bounds)
+            if series in RATES:
+                ax.set_ylim(-0.02, 1.02)
+            if series is None and target is not None:
+                ax.axhline(target, color="0.4", linestyle=":", linewidth=1, label=f"target {target:g}")
+            elif series == "imagination/return_gap":
+                ax.axhline(0.0, color="0.6", linewidth=0.8)
+            ax.set_title(title if env is None else f"{env}: {title}", fontsize=10)
+            ax.set_xlabel("real env steps")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+        handles, names = axes[row][0].get_legend_handles_labels()
+        if handles:
+            legend = axes[row][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8,
+                                          frameon=False, borderaxespad=0.0,
+                                          ncol=math.ceil(len(handles) / LEGEND_ROWS))
+            legend.set_in_layout(False)  # the axes keep their size; savefig's tight box takes the legend in
+            legends.append(legend)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight", bbox_extra_artists=legends)
+    plt.close(fig)
+    return path
+
+
+def panel_series(configs: Mapping[str, Sequence[Run]]) -> list[str | None]:
+    """The panels the figure gets: None (held-out success) always, then each extra series that some
+    run that did not fail logged."""
+    runs = [r for group in configs.values() for r in group if r.status != "failed"]
+    return [series for series, _, _ in PANELS if series is None or any(series in r.series for r in runs)]
+
+
+def _draw(ax, curve, colour, label: str, bounds: tuple[float, float] | None = None) -> None:
+    """The mean as a step function (the hold of ``mean_curve``), with a dot at each grid point when
+    there are few, so the last value shows; the band is mean plus or minus one standard deviation,
+    clipped to ``bounds``."""
+    few = len(curve.steps) <= MARKERS_UP_TO
+    ax.plot(curve.steps, curve.mean, color=colour, linewidth=1.6, drawstyle="steps-post", label=label,
+            marker="o" if few else None, markersize=3)
+    if curve.seeds > 1:
+        low = [m - (s or 0.0) for m, s in zip(curve.mean, curve.std, strict=True)]
+        high = [m + (s or 0.0) for m, s in zip(curve.mean, curve.std, strict=True)]
+        if bounds is not None:
+            low = [max(v, bounds[0]) for v in low]
+            high = [min(v, bounds[1]) for v in high]
+        ax.fill_between(curve.steps, low, high, color=colour, alpha=0.18, linewidth=0, step="post")
+
+
+def _env(runs: Sequence[Run]) -> str | None:
+    envs = {r.env for r in runs}
+    return envs.pop() if len(envs) == 1 else None
+
+
+def _wrap(label: str) -> str:
+    """Break a long ``k=v,k=v`` label into lines at commas."""
+    lines, line = [], ""
+    for part in label.split(","):
+        candidate = f"{line},{part}" if line else part
+        if line and len(candidate) > LEGEND_WIDTH:
+            lines.append(line + ",")
+            line = part
+        else:
+            line = candidate
+    return "\n".join([*lines, line])

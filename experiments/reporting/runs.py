@@ -1,0 +1,220 @@
+"""Run folders on disk, and seeds grouped into configurations.
+
+A run folder is any folder holding ``metrics.jsonl`` (``experiments/train.py`` writes one per Hydra
+job). What a ``Run`` reads from it, and where each field falls back to:
+
+- ``overrides``: the command-line overrides from ``.hydra/overrides.yaml``; without that file, from
+  the folder name: ``algo=grpo,seed=1`` (Hydra's sweep subfolders) gives both keys, any other name
+  gives ``{"run": name}`` with a leading ``HH-MM-SS_`` and a trailing ``_s<seed>`` taken off, so
+  ``12-00-00_hidden_number_grpo_s3`` and ``hidden_number_grpo_s4`` are seeds of ``hidden_number_grpo``.
+- ``seed``: the ``seed`` override, else ``seed`` in the saved config, else in ``summary.json``, else
+  the folder name's ``_s<seed>``.
+- ``curve``: ``(charts/real_env_steps, eval/success_rate)`` of every evaluation, sorted by steps; two
+  evaluations at the same step count (the final one after a budget stop) keep the later record.
+- ``final_success``, ``wall_s``, ``real_env_steps``: ``summary.json``, else the last evaluation, the
+  last ``charts/elapsed_s`` and the last record's step count.
+- ``status``: ``done`` or ``failed`` from the markers (the newer one if both are there), else
+  ``running`` (a job still going, or one killed before it could leave a marker).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+SEED_KEY = "seed"
+# Series drawn on the extra panels when any run logged them.
+SERIES = ("wm/one_step_exact_match", "imagination/return_gap")
+# Overrides that name a configuration best when there is only one configuration to label.
+HEADLINE_KEYS = ("experiment", "env", "algo", "critic", "imagination", "run")
+_TIME_PREFIX = re.compile(r"^\d{2}-\d{2}-\d{2}_")
+_SEED_SUFFIX = re.compile(r"_s(\d+)$")
+
+Curve = list[tuple[int, float]]
+
+
+@dataclass
+class Run:
+    path: Path
+    overrides: dict[str, str]
+    seed: int | None
+    env: str | None
+    status: str  # "done" | "failed" | "running"
+    curve: Curve  # (real env steps, eval success rate), sorted by steps
+    final_success: float | None
+    wall_s: float | None
+    real_env_steps: int | None
+    series: dict[str, Curve] = field(default_factory=dict)  # SERIES name -> (real env steps, value)
+
+    def config_key(self, ignore: Iterable[str] = (SEED_KEY,)) -> tuple[tuple[str, str], ...]:
+        """The overrides that define this run's configuration: all but ``ignore`` (the seed)."""
+        skip = set(ignore)
+        return tuple(sorted((k, v) for k, v in self.overrides.items() if k not in skip))
+
+
+def find_run_dirs(root: str | Path) -> list[Path]:
+    """Every folder at or below ``root`` holding ``metrics.jsonl``, sorted by path."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(path.parent for path in root.rglob("metrics.jsonl") if path.is_file())
+
+
+def load_runs(root: str | Path) -> list[Run]:
+    """Every run at or below ``root`` (``root`` itself may be one run folder); empty if none."""
+    return [load_run(path) for path in find_run_dirs(root)]
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    records = _read_records(path / "metrics.jsonl")
+    summary = _read_json(path / "summary.json")
+    config = _read_config(path)
+    overrides, name_seed = _overrides(path)
+
+    curve = _series(records, "eval/success_rate")
+    final = summary.get("final_success")
+    if final is None and curve:
+        final = curve[-1][1]
+    wall = summary.get("wall_s")
+    if wall is None:
+        elapsed = [r["charts/elapsed_s"] for r in records if r.get("charts/elapsed_s") is not None]
+        wall = elapsed[-1] if elapsed else None
+    steps = summary.get("real_env_steps")
+    if steps is None and records:
+        steps = records[-1].get("charts/real_env_steps")
+
+    seed = _first_int(overrides.get(SEED_KEY), config.get(SEED_KEY), summary.get(SEED_KEY), name_seed)
+    env_config = config.get("env")
+    env = (env_config.get("name") if isinstance(env_config, dict) else None) or summary.get("env") \
+        or overrides.get("env") or overrides.get("experiment")
+    series = {name: points for name in SERIES if (points := _series(records, name))}
+    return Run(path=path, overrides=overrides, seed=seed, env=env, status=_status(path), curve=curve,
+               final_success=None if final is None else float(final), wall_s=None if wall is None else float(wall),
+               real_env_steps=None if steps is None else int(steps), series=series)
+
+
+def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,)) -> dict[str, list[Run]]:
+    """Runs grouped by configuration: runs whose overrides differ only in the ``ignore`` keys (the
+    seed) are seeds of one configuration. Keys are the labels of ``configuration_labels``, sorted;
+    each configuration's runs are sorted by seed, then path."""
+    ignore = tuple(ignore)
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.config_key(ignore), []).append(run)
+    keys = list(groups)
+    labels = configuration_labels([dict(key) for key in keys])
+    by_label = {label: sorted(groups[key], key=lambda r: (r.seed is None, r.seed or 0, str(r.path)))
+                for label, key in zip(labels, keys, strict=True)}
+    return dict(sorted(by_label.items()))
+
+
+def configuration_labels(configs: Sequence[dict[str, str]]) -> list[str]:
+    """A short readable label per configuration: ``key=value`` pairs, sorted by key, of only the
+    overrides that differ between configurations (a key that some configurations lack counts as
+    differing; a configuration without it shows nothing for it, and ``defaults`` if nothing is left).
+
+    A lone configuration is labelled by its headline overrides (experiment, env, algo, critic,
+    imagination), or ``all runs`` if it has none. ``run=NAME`` (from a folder name) shows as ``NAME``.
+    """
+    if not configs:
+        return []
+    if len(configs) == 1:
+        keys = [k for k in HEADLINE_KEYS if k in configs[0]]
+        return [_label(configs[0], sorted(keys)) or "all runs"]
+    all_keys = sorted({k for config in configs for k in config})
+    differing = [k for k in all_keys if len({config.get(k) for config in configs}) > 1]
+    return [_label(config, differing) or "defaults" for config in configs]
+
+
+def _label(config: dict[str, str], keys: Sequence[str]) -> str:
+    return ",".join(config[k] if k == "run" else f"{k}={config[k]}" for k in keys if k in config)
+
+
+def _overrides(path: Path) -> tuple[dict[str, str], int | None]:
+    """The run's overrides, and a seed read from its folder name (None if the name has none)."""
+    listed = path / ".hydra" / "overrides.yaml"
+    name = path.name
+    match = _SEED_SUFFIX.search(name)
+    name_seed = int(match.group(1)) if match else None
+    if listed.is_file():
+        items = yaml.safe_load(listed.read_text(encoding="utf-8")) or []
+        return dict(_split_override(str(item)) for item in items), name_seed
+    if "=" in name:
+        overrides = dict(_split_override(item) for item in name.split(",") if item)
+        return overrides, _first_int(overrides.get(SEED_KEY), name_seed)
+    stem = _SEED_SUFFIX.sub("", _TIME_PREFIX.sub("", name))
+    return {"run": stem}, name_seed
+
+
+def _split_override(item: str) -> tuple[str, str]:
+    """``+key=value`` / ``++key=value`` / ``key=value`` -> (key, value); ``~key`` -> (``~key``, "")."""
+    key, _, value = item.partition("=")
+    return key.lstrip("+"), value
+
+
+def _read_records(path: Path) -> list[dict]:
+    """The records of ``metrics.jsonl``; a line that does not parse (a run still writing it) is skipped."""
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _series(records: list[dict], name: str) -> Curve:
+    """(real env steps, value) of every record where ``name`` is logged and finite; at a repeated
+    step count the later record wins; sorted by steps."""
+    points: dict[int, float] = {}
+    for record in records:
+        value, steps = record.get(name), record.get("charts/real_env_steps")
+        if value is not None and steps is not None:
+            points[int(steps)] = float(value)
+    return sorted(points.items())
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_config(path: Path) -> dict:
+    for candidate in (path / "config.yaml", path / ".hydra" / "config.yaml"):
+        try:
+            data = yaml.safe_load(candidate.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return {}
+
+
+def _status(path: Path) -> str:
+    markers = {name: path / name for name in ("done", "failed") if (path / name).is_file()}
+    if not markers:
+        return "running"
+    return max(markers, key=lambda name: (markers[name].stat().st_mtime, name == "done"))
+
+
+def _first_int(*values: object) -> int | None:
+    for value in values:
+        if value is None or value == "":
+            continue
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            continue
+    return None

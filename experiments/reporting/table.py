@@ -1,0 +1,136 @@
+"""One summary row per configuration, best first, and the Markdown tables of the report.
+
+Statistics are over a configuration's runs that did not fail (``done`` and ``running``: a running
+run counts with what it has logged so far); failed runs are counted apart and listed run by run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.reporting.curves import mean_and_std, steps_to_target
+from experiments.reporting.runs import Run
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    label: str
+    env: str | None
+    seeds: int  # runs that did not fail
+    failed: int
+    running: int
+    steps: list[float | None]  # steps to target per counted seed (None: never reached)
+    steps_mean: float | None  # over the seeds that reached the target
+    steps_std: float | None
+    final_mean: float | None
+    final_std: float | None
+    wall_mean_s: float | None
+
+    @property
+    def reached(self) -> int:
+        return sum(s is not None for s in self.steps)
+
+    def sort_key(self) -> tuple:
+        """Best first: every seed reached the target, by fewest mean steps; then some seeds reached it,
+        by the share that did; then none did; ties and the rest by higher final success."""
+        final = -(self.final_mean if self.final_mean is not None else -1.0)
+        if self.seeds and self.reached == self.seeds:
+            return (0, self.steps_mean, final, self.label)
+        if self.reached:
+            return (1, -self.reached / self.seeds, final, self.label)
+        return (2 if self.seeds else 3, 0.0, final, self.label)
+
+    def steps_text(self) -> str:
+        if not self.seeds:
+            return "-"
+        if self.reached < self.seeds:
+            return f"not reached ({self.reached}/{self.seeds})"
+        return _pm(self.steps_mean, self.steps_std, "{:,.0f}")
+
+    def final_text(self) -> str:
+        return "-" if self.final_mean is None else _pm(self.final_mean, self.final_std, "{:.2f}")
+
+    def seeds_text(self) -> str:
+        notes = [f"{n} {what}" for n, what in ((self.running, "running"), (self.failed, "failed")) if n]
+        return f"{self.seeds}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def summary_rows(configs: Mapping[str, Sequence[Run]], target: float) -> list[SummaryRow]:
+    """One row per configuration of ``configurations(runs)``, best first (see ``SummaryRow.sort_key``)."""
+    rows = []
+    for label, runs in configs.items():
+        counted = [r for r in runs if r.status != "failed"]
+        steps = [steps_to_target(r.curve, target) for r in counted]
+        reached = [s for s in steps if s is not None]
+        finals = [r.final_success for r in counted if r.final_success is not None]
+        walls = [r.wall_s for r in counted if r.wall_s is not None]
+        steps_mean, steps_std = mean_and_std(reached) if reached else (None, None)
+        final_mean, final_std = mean_and_std(finals) if finals else (None, None)
+        envs = {r.env for r in runs}
+        rows.append(SummaryRow(
+            label=label, env=envs.pop() if len(envs) == 1 else None, seeds=len(counted),
+            failed=len(runs) - len(counted), running=sum(r.status == "running" for r in counted), steps=steps,
+            steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean, final_std=final_std,
+            wall_mean_s=sum(walls) / len(walls) if walls else None,
+        ))
+    return sorted(rows, key=SummaryRow.sort_key)
+
+
+def format_table(rows: Sequence[SummaryRow], target: float) -> str:
+    """The summary as a Markdown table (also readable as plain text), best first."""
+    with_env = len({row.env for row in rows}) > 1
+    header = ["configuration", *(["env"] if with_env else []), f"real steps to {target:g}",
+              "final success", "wall time", "seeds"]
+    lines = [header]
+    for row in rows:
+        lines.append([row.label, *([row.env or "-"] if with_env else []), row.steps_text(), row.final_text(),
+                      format_duration(row.wall_mean_s), row.seeds_text()])
+    return _markdown(lines)
+
+
+def run_table(configs: Mapping[str, Sequence[Run]], target: float, relative_to: Path | None = None) -> str:
+    """Every run, configuration by configuration: seed, status, steps to target, final success,
+    real env steps, wall time and folder (relative to ``relative_to`` when given)."""
+    lines = [["configuration", "seed", "status", f"steps to {target:g}", "final success", "real env steps",
+              "wall time", "folder"]]
+    for label, runs in configs.items():
+        for run in runs:
+            steps = steps_to_target(run.curve, target)
+            folder = os.path.relpath(run.path, relative_to) if relative_to else str(run.path)
+            lines.append([
+                label, "-" if run.seed is None else str(run.seed), run.status,
+                "not reached" if steps is None else f"{steps:,.0f}",
+                "-" if run.final_success is None else f"{run.final_success:.2f}",
+                "-" if run.real_env_steps is None else f"{run.real_env_steps:,}",
+                format_duration(run.wall_s), folder,
+            ])
+    return _markdown(lines)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _pm(mean: float, std: float | None, fmt: str) -> str:
+    return fmt.format(mean) if std is None else f"{fmt.format(mean)} ± {fmt.format(std)}"
+
+
+def _markdown(lines: list[list[str]]) -> str:
+    cells = [[cell.replace("|", "\\|") for cell in line] for line in lines]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+
+    def render(line: list[str]) -> str:
+        return "| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (width + 2) for width in widths) + "|"
+    return "\n".join([render(cells[0]), rule, *(render(line) for line in cells[1:])])

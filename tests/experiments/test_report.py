@@ -1,0 +1,334 @@
+"""The run report on hand-made run folders: statistics against hand-worked values, seed grouping and
+labels, table order, the PNG and Markdown files, and the command line."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import report
+from experiments.reporting import (
+    configuration_labels,
+    configurations,
+    format_table,
+    load_runs,
+    mean_and_std,
+    mean_curve,
+    run_table,
+    steps_to_target,
+    summary_rows,
+    value_at,
+)
+from experiments.reporting.plot import panel_series
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_run(folder: Path, overrides: list[str] | None, curve: list[tuple[int, float]], *, status: str = "done",
+             seed: int | None = None, env: str = "hidden_number", wall_s: float | None = 60.0,
+             summary: bool = True, series: dict[str, list[tuple[int, float]]] | None = None) -> Path:
+    """A run folder as ``experiments/train.py`` leaves it: one record per evaluation (plus the training
+    series at their own steps), Hydra's overrides, the summary and a marker."""
+    folder.mkdir(parents=True)
+    if overrides is not None:
+        (folder / ".hydra").mkdir()
+        (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {item}\n" for item in overrides))
+    records = {}
+    for i, (steps, success) in enumerate(curve):
+        records[steps] = {"iteration": i, "charts/real_env_steps": steps, "eval/success_rate": success,
+                          "charts/elapsed_s": 10.0 * i}
+    for name, points in (series or {}).items():
+        for steps, value in points:
+            records.setdefault(steps, {"iteration": len(records), "charts/real_env_steps": steps})[name] = value
+    with (folder / "metrics.jsonl").open("w") as handle:
+        for steps in sorted(records):
+            handle.write(json.dumps(records[steps]) + "\n")
+    if summary:
+        (folder / "summary.json").write_text(json.dumps({
+            "env": env, "algo": "grpo", "seed": seed if seed is not None else 0, "real_env_steps": curve[-1][0],
+            "final_success": curve[-1][1], "wall_s": wall_s,
+        }))
+    if status == "done":
+        (folder / "done").write_text("{}")
+    elif status == "failed":
+        (folder / "failed").write_text("Traceback: boom")
+    return folder
+
+
+def make_sweep(root: Path) -> Path:
+    """Two configurations differing in algo and imagination.ratio, with a shared key; grpo has three
+    seeds evaluated at different step counts, gigpo two seeds, one of which never reaches 0.8, and a
+    third seed that failed."""
+    common = ["trainer.iterations=50", "env=hidden_number"]
+    grpo = ["algo=grpo", "imagination.ratio=0.75"]
+    gigpo = ["algo=gigpo", "imagination.ratio=0"]
+    make_run(root / "a" / "0", [*common, *grpo, "seed=0"], [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9)], seed=0,
+             wall_s=100.0, series={"wm/one_step_exact_match": [(50, 0.2), (150, 0.6)],
+                                   "imagination/return_gap": [(50, 0.5), (150, 0.1)]})
+    make_run(root / "a" / "1", [*common, *grpo, "seed=1"], [(0, 0.2), (150, 0.85), (300, 0.95)], seed=1, wall_s=200.0)
+    make_run(root / "a" / "2", [*common, *grpo, "seed=2"], [(0, 0.1), (120, 0.7), (240, 0.82)], seed=2, wall_s=150.0)
+    make_run(root / "b" / "0", [*common, *gigpo, "seed=0"], [(0, 0.1), (100, 0.9), (200, 0.95)], seed=0)
+    make_run(root / "b" / "1", [*common, *gigpo, "seed=1"], [(0, 0.1), (100, 0.4), (200, 0.6)], seed=1)
+    make_run(root / "b" / "2", [*common, *gigpo, "seed=2"], [(0, 0.1), (100, 0.3)], seed=2, status="failed",
+             summary=False)
+    return root
+
+
+# Pure functions, against hand-worked values.
+
+def test_steps_to_target_is_the_first_evaluation_at_or_above_it_without_interpolation():
+    curve = [(0, 0.1), (100, 0.5), (250, 0.8), (400, 0.9)]
+    assert steps_to_target(curve, 0.8) == 250  # reached exactly
+    assert steps_to_target(curve, 0.65) == 250  # not 175: no interpolation between 100 and 250
+    assert steps_to_target(curve, 0.85) == 400
+    assert steps_to_target(curve, 0.1) == 0
+    assert steps_to_target(curve, 0.95) is None
+    assert steps_to_target([], 0.5) is None
+    assert steps_to_target([(0, 0.9), (100, 0.2), (200, 0.9)], 0.8) == 0  # the first crossing, not the last
+
+
+def test_mean_and_sample_standard_deviation():
+    mean, std = mean_and_std([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5
+    assert std == pytest.approx(math.sqrt(5 / 3))  # squared deviations 2.25+0.25+0.25+2.25 = 5, over n-1 = 3
+    assert mean_and_std([5.0]) == (5.0, None)
+    with pytest.raises(ValueError):
+        mean_and_std([])
+
+
+def test_value_at_holds_the_last_evaluation():
+    curve = [(0, 0.2), (100, 0.6)]
+    assert value_at(curve, 0) == 0.2
+    assert value_at(curve, 50) == 0.2
+    assert value_at(curve, 100) == 0.6
+    assert value_at(curve, 150) == 0.6
+    with pytest.raises(ValueError):
+        value_at([(10, 0.5)], 5)
+
+
+def test_mean_curve_combines_seeds_on_the_common_grid_by_holding():
+    a = [(0, 0.0), (100, 0.4), (200, 0.8)]
+    b = [(0, 0.2), (150, 0.6), (300, 1.0)]
+    curve = mean_curve([a, b])
+    # Grid: both seeds' steps from 0 up to 200, the earlier of the two last evaluations.
+    assert curve.steps == [0, 100, 150, 200]
+    # a held: 0.0 0.4 0.4 0.8; b held: 0.2 0.2 0.6 0.6.
+    assert curve.mean == pytest.approx([0.1, 0.3, 0.5, 0.7])
+    assert curve.std == pytest.approx([0.2 / math.sqrt(2)] * 4)  # two values 0.2 apart
+    assert curve.seeds == 2
+
+    late_start = mean_curve([[(50, 0.5), (100, 0.7)], a])
+    assert late_start.steps == [50, 100]  # starts where every seed has been evaluated
+    assert late_start.mean == pytest.approx([0.25, 0.55])
+
+    single = mean_curve([a, []])
+    assert single.steps == [0, 100, 200] and single.std == [None, None, None] and single.seeds == 1
+    assert mean_curve([]).steps == []
+
+
+# Loading and grouping.
+
+def test_seeds_group_into_configurations_labelled_by_what_differs(tmp_path):
+    runs = load_runs(make_sweep(tmp_path))
+    assert len(runs) == 6
+    configs = configurations(runs)
+    assert list(configs) == ["algo=gigpo,imagination.ratio=0", "algo=grpo,imagination.ratio=0.75"]
+    assert [r.seed for r in configs["algo=grpo,imagination.ratio=0.75"]] == [0, 1, 2]
+    assert [r.status for r in configs["algo=gigpo,imagination.ratio=0"]] == ["done", "done", "failed"]
+
+    grpo0 = configs["algo=grpo,imagination.ratio=0.75"][0]
+    assert grpo0.curve == [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9)]
+    assert grpo0.series["wm/one_step_exact_match"] == [(50, 0.2), (150, 0.6)]
+    assert grpo0.env == "hidden_number" and grpo0.wall_s == 100.0 and grpo0.final_success == 0.9
+
+
+def test_labels_show_only_differing_keys():
+    assert configuration_labels([{"algo": "grpo", "n": "5"}, {"algo": "gigpo", "n": "5"}]) == ["algo=grpo", "algo=gigpo"]
+    # A key one configuration lacks differs; the one without it shows nothing for it.
+    assert configuration_labels([{"algo": "grpo"}, {"algo": "grpo", "imagination": "dyna"}]) == [
+        "defaults", "imagination=dyna"]
+    # A lone configuration: its headline overrides only.
+    assert configuration_labels([{"algo": "grpo", "env": "frozen_lake", "trainer.iterations": "9"}]) == [
+        "algo=grpo,env=frozen_lake"]
+    assert configuration_labels([{"trainer.iterations": "9"}]) == ["all runs"]
+    assert configuration_labels([]) == []
+
+
+def test_ignored_keys_do_not_split_a_configuration(tmp_path):
+    make_run(tmp_path / "x", ["algo=grpo", "seed=0", "trainer.time_budget_s=60"], [(0, 0.5)])
+    make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.time_budget_s=61"], [(0, 0.5)])
+    runs = load_runs(tmp_path)
+    assert len(configurations(runs)) == 2
+    assert list(configurations(runs, ignore=("seed", "trainer.time_budget_s"))) == ["algo=grpo"]
+
+
+def test_overrides_and_seed_from_the_folder_name_without_hydra_files(tmp_path):
+    make_run(tmp_path / "algo=grpo,seed=1", None, [(0, 0.2)], summary=False)
+    make_run(tmp_path / "algo=grpo,seed=2", None, [(0, 0.4)], summary=False)
+    make_run(tmp_path / "12-00-00_hidden_number_gigpo_s3", None, [(0, 0.6)], summary=False)
+    make_run(tmp_path / "13-30-00_hidden_number_gigpo_s4", None, [(0, 0.8)], summary=False)
+    configs = configurations(load_runs(tmp_path))
+    assert {label: [r.seed for r in runs] for label, runs in configs.items()} == {
+        "algo=grpo": [1, 2], "hidden_number_gigpo": [3, 4]}
+
+
+def test_a_run_without_summary_or_marker_is_running_and_reads_its_metrics(tmp_path):
+    folder = make_run(tmp_path / "r", ["seed=3"], [(0, 0.1), (40, 0.3), (80, 0.2)], status="running",
+                      summary=False)
+    with (folder / "metrics.jsonl").open("a") as handle:
+        handle.write('{"iteration": 3, "charts/real_env_st')  # a record still being written
+    (run,) = load_runs(tmp_path)
+    assert run.status == "running" and run.seed == 3
+    assert run.final_success == 0.2  # the last evaluation
+    assert run.wall_s == 20.0  # the last charts/elapsed_s
+    assert run.real_env_steps == 80
+
+
+def test_a_repeated_final_evaluation_keeps_the_later_record(tmp_path):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    records = [{"iteration": 0, "charts/real_env_steps": 0, "eval/success_rate": 0.1},
+               {"iteration": 4, "charts/real_env_steps": 90, "charts/success_rate": 0.5},
+               {"iteration": 4, "charts/real_env_steps": 90, "eval/success_rate": 0.7}]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run,) = load_runs(folder)  # the folder itself is the run
+    assert run.curve == [(0, 0.1), (90, 0.7)]
+
+
+# The table.
+
+def test_table_is_best_first_with_not_reached_counts(tmp_path):
+    curves = {
+        "fast": [[(0, 0.1), (200, 0.8)], [(0, 0.1), (300, 0.9)]],  # 250 ± 70.7 steps
+        "slow": [[(0, 0.1), (400, 0.85)]],  # 400 steps, one seed
+        "also_fast_but_worse": [[(0, 0.1), (250, 0.8)], [(0, 0.1), (250, 0.8)]],  # 250 ± 0, lower final
+        "half": [[(0, 0.1), (100, 0.9)], [(0, 0.1), (100, 0.4)]],  # one seed of two reaches it
+        "never": [[(0, 0.1), (100, 0.5)], [(0, 0.1), (100, 0.7)]],
+    }
+    for name, seeds in curves.items():
+        for seed, curve in enumerate(seeds):
+            make_run(tmp_path / f"{name}_s{seed}", None, curve, seed=seed)
+    rows = summary_rows(configurations(load_runs(tmp_path)), 0.8)
+    assert [row.label for row in rows] == ["fast", "also_fast_but_worse", "slow", "half", "never"]
+    fast = rows[0]
+    assert fast.steps == [200, 300] and fast.steps_mean == 250
+    assert fast.steps_std == pytest.approx(math.sqrt(2 * 50**2))  # 70.71
+    assert fast.final_mean == pytest.approx(0.85) and fast.final_std == pytest.approx(0.05 * math.sqrt(2))
+    assert fast.steps_text() == "250 ± 71" and fast.final_text() == "0.85 ± 0.07"
+    assert rows[2].steps_text() == "400" and rows[2].final_text() == "0.85"  # one seed: no spread
+    assert rows[3].steps_text() == "not reached (1/2)" and rows[3].reached == 1
+    assert rows[4].steps_text() == "not reached (0/2)"
+
+    table = format_table(rows, 0.8).splitlines()
+    assert table[0].split("|")[1:-1] == [" configuration       ", " real steps to 0.8 ", " final success ",
+                                         " wall time ", " seeds "]
+    assert "| fast " in table[2] and "250 ± 71" in table[2] and "60 s" in table[2]
+    assert "not reached (1/2)" in table[5]
+
+
+def test_a_failed_run_is_listed_as_failed_and_left_out_of_the_statistics(tmp_path):
+    configs = configurations(load_runs(make_sweep(tmp_path)))
+    rows = summary_rows(configs, 0.8)
+    assert [row.label for row in rows] == ["algo=grpo,imagination.ratio=0.75", "algo=gigpo,imagination.ratio=0"]
+    grpo, gigpo = rows
+    assert grpo.steps == [200, 150, 240] and grpo.steps_mean == pytest.approx(590 / 3)
+    assert grpo.wall_mean_s == 150.0
+    assert gigpo.seeds == 2 and gigpo.failed == 1 and gigpo.seeds_text() == "2 (1 failed)"
+    assert gigpo.steps_text() == "not reached (1/2)"
+    assert gigpo.final_mean == pytest.approx(0.775)  # the failed seed's 0.3 is not in it
+
+    runs = run_table(configs, 0.8, relative_to=tmp_path).splitlines()
+    failed = [line for line in runs if "| failed " in line]
+    assert len(failed) == 1 and "b/2" in failed[0] and "not reached" in failed[0]
+
+
+# Files and the command line.
+
+def test_write_report_writes_the_png_and_the_markdown(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep")
+    png, md = report.write_report(sweep, tmp_path / "out", 0.8)
+    assert png == tmp_path / "out" / "report.png" and md == tmp_path / "out" / "report.md"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = md.read_text()
+    assert "| algo=grpo,imagination.ratio=0.75 " in text and "not reached (1/2)" in text
+    assert text.index("algo=grpo,imagination.ratio=0.75") < text.index("algo=gigpo,imagination.ratio=0")
+    assert "](report.png)" in text and "| failed " in text and "../sweep/b/2" in text
+
+    runs = load_runs(sweep)
+    png2, md2 = report.write_report(runs, tmp_path / "out2", 0.5, name="baselines")
+    assert png2.name == "baselines.png" and md2.name == "baselines.md" and png2.stat().st_size > 0
+    with pytest.raises(report.NoRunsError):
+        report.write_report(tmp_path / "nothing", tmp_path / "out3")
+    with pytest.raises(ValueError, match="target"):
+        report.write_report(sweep, tmp_path / "out4", 80)
+
+
+def test_extra_panels_only_when_a_run_logged_them(tmp_path):
+    configs = configurations(load_runs(make_sweep(tmp_path / "sweep")))
+    assert panel_series(configs) == [None, "wm/one_step_exact_match", "imagination/return_gap"]
+    make_run(tmp_path / "plain" / "r", ["seed=0"], [(0, 0.1), (10, 0.2)])
+    assert panel_series(configurations(load_runs(tmp_path / "plain"))) == [None]
+
+
+def test_cli_on_a_sweep_prints_the_table_then_the_paths(tmp_path):
+    sweep = make_sweep(tmp_path / "sweep")
+    result = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep), "--target", "0.8"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("| configuration") and "real steps to 0.8" in lines[0]
+    assert lines[2].startswith("| algo=grpo,imagination.ratio=0.75")
+    assert lines[-2] == f"plot: {sweep / 'report.png'}" and lines[-1] == f"table: {sweep / 'report.md'}"
+    assert (sweep / "report.png").is_file() and (sweep / "report.md").is_file()
+
+
+def test_cli_on_an_empty_folder_says_so_in_one_line_and_fails(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "experiments.report", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, env={"OMP_NUM_THREADS": "1"})
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert result.stderr.strip().count("\n") == 0 and "no run folder" in result.stderr
+
+
+def test_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        report.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("DIR", "--target", "--out", "--ignore"):
+        assert option in out
+
+
+# The baselines benchmark reports through the same code.
+
+def test_baselines_reports_its_runs_with_the_run_report(tmp_path, monkeypatch, capsys):
+    from experiments.benchmarks import baselines
+
+    def fake_run_one(env, algo, args):
+        run_dir = args.out / f"{env}_{algo}_s{args.seed}"
+        final = 0.9 if algo == "gigpo" else 0.5
+        make_run(run_dir, [f"experiment={env}", f"algo={algo}", f"seed={args.seed}"],
+                 [(0, 0.3), (100, final)], seed=args.seed, env=env)
+        return run_dir
+
+    monkeypatch.setattr(baselines, "run_one", fake_run_one)
+    monkeypatch.setattr(sys, "argv", ["baselines", "--envs", "hidden_number", "frozen_lake", "--algos", "grpo",
+                                      "gigpo", "--out", str(tmp_path), "--target", "0.8"])
+    baselines.main()
+    out = capsys.readouterr().out
+    assert "| algo=gigpo,experiment=frozen_lake " in out and "not reached (0/1)" in out
+    assert out.strip().splitlines()[-1] == f"table: {tmp_path / 'baselines.md'}"
+    assert (tmp_path / "baselines.png").stat().st_size > 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {(row["env"], row["algo"], row["initial"], row["final"], row["done"]) for row in summary} == {
+        ("hidden_number", "grpo", 0.3, 0.5, True), ("hidden_number", "gigpo", 0.3, 0.9, True),
+        ("frozen_lake", "grpo", 0.3, 0.5, True), ("frozen_lake", "gigpo", 0.3, 0.9, True)}
+
+    monkeypatch.setattr(sys, "argv", ["baselines", "--help"])
+    with pytest.raises(SystemExit) as exit_info:
+        baselines.main()
+    assert exit_info.value.code == 0 and "--target" in capsys.readouterr().out
