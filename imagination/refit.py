@@ -37,6 +37,6 @@ def refit_and_gate(
         fit = refit_on_store(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
                              batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories,
                              seed=fit_seed)
-        metrics["wm/train_loss"] = fit.get("train_after/loss", float("nan"))
+        metrics["wm/train_loss"] = fit.get("wm/loss", float("nan"))  # the last step's batch loss
         metrics["wm/fit_trajectories"] = float(fit["trajectories"])
     return metrics

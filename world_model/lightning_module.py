@@ -81,6 +81,7 @@ def fit_world_model(
     log_dir: str | Path | None = None,
     progress: bool = False,
     val_every_steps: int | None = None,
+    score_train: bool = True,
 ) -> dict[str, float]:
     """Fit ``model`` in place on ``trajectories_train``; return its metrics.
 
@@ -88,7 +89,8 @@ def fit_world_model(
     least one must be set). ``trajectories_val`` (may be empty) is checked at the end of every epoch,
     or every ``val_every_steps`` steps, and scored before and after the fit with ``evaluate_loss``.
     Returned keys: ``val_before/<part>``, ``val_after/<part>`` (NaN without validation data),
-    ``train_after/<part>``, the last logged ``wm/*`` values (``wm/loss`` of the last step,
+    ``train_after/<part>`` (a loss pass over the whole training set, skipped with
+    ``score_train=False``), the last logged ``wm/*`` values (``wm/loss`` of the last step,
     ``wm/val_loss`` of the last validation pass, ...), ``steps``, ``epochs``, ``fit_s``. The model
     is left in eval mode.
     """
@@ -138,9 +140,10 @@ def fit_world_model(
     fit_s = time.monotonic() - start
     model.eval()
     metrics.update({f"val_after/{k}": v for k, v in evaluate_loss(model, val_items, batch_size=batch_size).items()})
-    metrics.update(
-        {f"train_after/{k}": v for k, v in evaluate_loss(model, train_items, batch_size=batch_size).items()}
-    )
+    if score_train:
+        metrics.update(
+            {f"train_after/{k}": v for k, v in evaluate_loss(model, train_items, batch_size=batch_size).items()}
+        )
     metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("wm/")})
     metrics.update({"steps": trainer.global_step, "epochs": trainer.current_epoch, "fit_s": fit_s})
     return metrics
@@ -160,7 +163,8 @@ def refit_on_store(
 ) -> dict[str, float]:
     """Fit ``model`` in place for ``steps`` steps on the real trajectories of ``store``.
 
-    For a training loop between iterations: no validation, no logger, no checkpoint, no files.
+    For a training loop between iterations: no validation, no logger, no checkpoint, no files, and
+    no loss pass over the training set afterwards (``wm/loss`` is the last step's loss).
     ``last`` keeps only the most recent ``last`` trajectories (the store's append order);
     ``env_name`` keeps one env's. Returns ``fit_world_model``'s metrics (``train_after/*``,
     ``steps``, ...), with ``trajectories``, how many were trained on. ValueError when none is
@@ -172,6 +176,6 @@ def refit_on_store(
     if last is not None:
         trajectories = trajectories[-last:]
     metrics = fit_world_model(trajectories, [], model, max_steps=steps, batch_size=batch_size, lr=lr,
-                              weight_decay=weight_decay, seed=seed)
+                              weight_decay=weight_decay, seed=seed, score_train=False)
     metrics["trajectories"] = len(trajectories)
     return metrics
