@@ -33,6 +33,7 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     labels = list(order) if order is not None else list(configs)
     counted = {label: [r for r in configs[label] if r.status != "failed"] for label in labels}
@@ -70,6 +71,9 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
         handles, names = axes[row][0].get_legend_handles_labels()
+        if any(len(counted[label]) > 1 for label in row_labels):
+            handles.append(Patch(color="0.5", alpha=0.3, linewidth=0))
+            names.append("band: ± 1 std over seeds")
         if handles:
             legend = axes[row][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8,
                                           frameon=False, borderaxespad=0.0,

@@ -332,3 +332,20 @@ def test_baselines_reports_its_runs_with_the_run_report(tmp_path, monkeypatch, c
     with pytest.raises(SystemExit) as exit_info:
         baselines.main()
     assert exit_info.value.code == 0 and "--target" in capsys.readouterr().out
+
+
+def test_a_configuration_whose_runs_all_failed_comes_last_without_statistics(tmp_path):
+    make_run(tmp_path / "ok_s0", None, [(0, 0.1), (100, 0.3)])
+    make_run(tmp_path / "broken_s0", None, [(0, 0.1)], status="failed")
+    rows = summary_rows(configurations(load_runs(tmp_path)), 0.8)
+    assert [row.label for row in rows] == ["ok", "broken"]
+    assert rows[1].seeds == 0 and rows[1].seeds_text() == "0 (1 failed)"
+    assert rows[1].steps_text() == "-" and rows[1].final_text() == "-"
+    png, md = report.write_report(tmp_path, tmp_path / "out")
+    assert png.stat().st_size > 0 and "| broken " in md.read_text()
+
+
+def test_cli_refuses_a_target_outside_zero_one(tmp_path, capsys):
+    make_run(tmp_path / "r_s0", None, [(0, 0.1)])
+    assert report.main([str(tmp_path), "--target", "80"]) == 2
+    assert "target" in capsys.readouterr().err
