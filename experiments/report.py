@@ -45,6 +45,8 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
         root = Path(source)
         runs = load_runs(root)
         if not runs:
+            if not root.is_dir():
+                raise NoRunsError(f"{root} is not a folder")
             raise NoRunsError(f"no run folder (a folder with metrics.jsonl) at or below {root}")
         out = Path(out_dir) if out_dir is not None else root
     else:

@@ -260,8 +260,11 @@ def test_write_report_writes_the_png_and_the_markdown(tmp_path):
     runs = load_runs(sweep)
     png2, md2 = report.write_report(runs, tmp_path / "out2", 0.5, name="baselines")
     assert png2.name == "baselines.png" and md2.name == "baselines.md" and png2.stat().st_size > 0
-    with pytest.raises(report.NoRunsError):
+    with pytest.raises(report.NoRunsError, match="is not a folder"):
         report.write_report(tmp_path / "nothing", tmp_path / "out3")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(report.NoRunsError, match="no run folder"):
+        report.write_report(tmp_path / "empty", tmp_path / "out3")
     with pytest.raises(ValueError, match="target"):
         report.write_report(sweep, tmp_path / "out4", 80)
 
