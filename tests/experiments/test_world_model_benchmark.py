@@ -14,7 +14,11 @@ from envs.collect import collect
 from envs.frozen_lake import FrozenLakeEnv
 from envs.trajectory import Trajectory, Turn
 from experiments.benchmarks import world_model as bench
-from experiments.benchmarks.world_model.exact import exact_distributions, frozen_lake_grid, next_cell_distribution
+from experiments.benchmarks.world_model.exact import (
+    exact_distributions,
+    frozen_lake_grid,
+    next_cell_distribution,
+)
 from experiments.benchmarks.world_model.report import TARGETS, target_line
 from experiments.benchmarks.world_model.scoring import match_at, open_loop
 from world_model.state import Predictions, WorldState
@@ -39,8 +43,8 @@ def test_auroc_is_nan_without_both_classes_and_agrees_with_counting_pairs():
     rng = random.Random(0)
     scores = [rng.choice([0.0, 0.1, 0.2, 0.3]) for _ in range(40)]
     labels = [rng.random() < 0.3 for _ in range(40)]
-    pos = [s for s, y in zip(scores, labels) if y]
-    neg = [s for s, y in zip(scores, labels) if not y]
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
     pairs = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg) / (len(pos) * len(neg))
     assert bench.auroc(scores, labels) == pytest.approx(pairs)
 
@@ -71,7 +75,7 @@ def test_exact_nll_of_a_recorded_slippery_episode():
     t = _slippery_episode(3)
     dists = exact_distributions("frozen_lake", kwargs, [t])
     assert len(dists) == t.num_turns
-    for dist, turn in zip(dists, t.turns):
+    for dist, turn in zip(dists, t.turns, strict=True):
         assert sum(dist.values()) == pytest.approx(1.0)
         assert dist[turn.next_observation] > 0
     # The first move starts in the corner: hand-worked probability of what happened.
@@ -108,7 +112,7 @@ class RightForKSteps:
 
     def step(self, states, actions, *, generator, greedy):
         latent = states.latent + 1  # (B, 1)
-        texts = [f"seen {a}" if n <= self.k else "nonsense" for n, a in zip(latent[:, 0].tolist(), actions)]
+        texts = [f"seen {a}" if n <= self.k else "nonsense" for n, a in zip(latent[:, 0].tolist(), actions, strict=True)]
         zeros = torch.zeros(len(actions))
         pred = Predictions(texts, zeros, zeros, zeros.bool(), zeros, zeros, zeros, zeros.bool())
         return WorldState(latent, tuple(texts)), pred
@@ -163,7 +167,8 @@ def test_tiny_run_gives_well_formed_rows_with_a_shift_fit(tmp_path):
     assert [(r.env, r.shift) for r in result.rows if r.shift] == [("frozen_lake", True)]
     for r in result.rows:
         assert r.fit_s > 0 and r.eval_transitions >= 6
-        for key in ("match", "reward", "done"):
+        assert r.fit_cpu_s > 0
+        for key in ("match", "reward", "done", "reward_tf", "done_tf"):
             assert 0.0 <= r.get(key) <= 1.0
     for r in curve:
         if r.env == "hidden_number":

@@ -51,7 +51,9 @@ def evaluate(
     turns = [turn for t in held_out for turn in t.turns]
     actions = [turn.action for turn in turns]
     outcomes = [turn.next_observation for turn in turns]
-    states = history_states(model, held_out, batch_size=batch_size)
+    states, after = history_states(model, held_out, batch_size=batch_size)
+    with torch.no_grad():
+        rewards, done_logits = model.dynamics.outcome(after)  # (K, R), (K, R): after the real outcome
     logps = token_logps(model, states.latent, actions, outcomes, batch_size=batch_size)
     _, pred = greedy_step(model, states, actions, batch_size=batch_size)
     wanted = normalised(tk, outcomes)
@@ -61,6 +63,10 @@ def evaluate(
         "match": 1.0 - _mean(wrong),
         "reward": _mean([float(abs(r - t.reward) < spec.reward_tolerance) for r, t in zip(pred.reward.tolist(), turns, strict=True)]),
         "done": _mean([float(d == t.done) for d, t in zip(pred.done.tolist(), turns, strict=True)]),
+        "reward_tf": _mean([float(abs(r - t.reward) < spec.reward_tolerance)
+                            for r, t in zip(rewards.mean(0).tolist(), turns, strict=True)]),
+        "done_tf": _mean([float(d == t.done)
+                          for d, t in zip((torch.sigmoid(done_logits).mean(0) > 0.5).tolist(), turns, strict=True)]),
         "wrong": float(sum(wrong)),
         "auroc": auroc(pred.uncertainty.tolist(), wrong),
     }

@@ -13,7 +13,8 @@ from experiments.benchmarks.world_model.run import Result, Row
 
 # (metric key, header, width, decimals); decimals 0 prints an integer count.
 _NLL = [("nll_text", "nll_text", 8, 3)]
-_ACC = [("match", "match", 6, 3), ("reward", "rew", 5, 3), ("done", "done", 5, 3)]
+_ACC = [("match", "match", 6, 3), ("reward", "rew", 5, 3), ("done", "done", 5, 3), ("reward_tf", "rew_tf", 6, 3),
+        ("done_tf", "done_tf", 7, 3)]
 _UNC = [("wrong", "wrong", 5, 0), ("auroc", "auroc", 5, 2)]
 COLUMNS: dict[Kind, list[tuple[str, str, int, int]]] = {
     "bayes": _NLL + [("nll_answer", "nll_ans", 7, 3), ("nll_exact", "nll_bayes", 9, 3), ("ratio", "ratio", 6, 3)]
@@ -33,13 +34,15 @@ def _num(value: float, width: int, digits: int) -> str:
 def header(env: str) -> str:
     kind = ENVS[env].kind
     cols = " ".join(f"{h:>{w}}" for _, h, w, _ in COLUMNS[kind])
-    return f"\n== {env} ({kind}) ==\n{'data':<9} {'train':>6} {'steps':>6} {'fit_s':>7} {'eval':>5} {cols}"
+    return (f"\n== {env} ({kind}) ==\n{'data':<9} {'train':>6} {'steps':>6} {'fit_s':>7} {'cpu_s':>7} {'eval':>5}"
+            f" {cols}")
 
 
 def format_row(r: Row) -> str:
     cols = " ".join(_num(r.get(key), w, d) for key, _, w, d in COLUMNS[ENVS[r.env].kind])
     data = "rand>exp" if r.shift else "mixed"
-    return f"{data:<9} {r.transitions:>6d} {r.steps:>6d} {r.fit_s:>7.1f} {r.eval_transitions:>5d} {cols}"
+    return (f"{data:<9} {r.transitions:>6d} {r.steps:>6d} {r.fit_s:>7.1f} {r.fit_cpu_s:>7.1f}"
+            f" {r.eval_transitions:>5d} {cols}")
 
 
 def format_table(result: Result) -> str:
@@ -105,7 +108,8 @@ nll_*: nats per held-out transition. nll_text: model NLL of the whole next-obser
 and </s>; the ensemble's per-token mixture, as WorldModel.step samples); nll_ans: the answer word only,
 given the true prefix; nll_bayes / nll_exact: NLL of the env's exact next-observation distribution;
 ratio = nll_text / nll_exact (1 is optimal). match: greedy next observation exactly right; rew / done:
-reward and done flag right. ol@k: open loop, the k-th observation right after k imagined steps on the
+reward and done flag right (read after folding in the model's own greedy observation); rew_tf /
+done_tf: the same heads read after folding in the real observation instead. ol@k: open loop, the k-th observation right after k imagined steps on the
 logged actions. wrong: greedy one-step predictions that were wrong; auroc: step's disagreement as a
 score for them ('-' without both right and wrong ones). revisits / rv_match: next observations the
 episode had already shown, and the greedy exact match on those. data: mixed = random and expert

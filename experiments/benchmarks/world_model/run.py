@@ -32,6 +32,8 @@ class Row:
     """Wall seconds of the ``fit_world_model`` call: the steps plus its loss pass over the training set."""
     eval_transitions: int
     metrics: dict[str, float]
+    fit_cpu_s: float = float("nan")
+    """This process's CPU seconds in the fit: on a shared machine a steadier cost than ``fit_s``."""
     shift: bool = False
     """Trained on random-agent episodes only and scored on expert episodes (distribution shift)."""
 
@@ -47,14 +49,14 @@ class Result:
 
 
 def _fit(env: str, train, n_steps: int, *, batch_size: int, lr: float, latent_size: int, members: int,
-         seed: int) -> tuple[WorldModel, float]:
+         seed: int) -> tuple[WorldModel, float, float]:
     spec = ENVS[env]
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
     config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members)
     model = WorldModel(config, tk, seed=seed)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     fit_world_model(train, [], model, max_steps=n_steps, batch_size=batch_size, lr=lr, seed=seed)
-    return model, time.monotonic() - start
+    return model, time.monotonic() - start, time.process_time() - cpu
 
 
 def check_arguments(envs: Sequence[str], sizes: Sequence[int], steps: Sequence[int], eval_transitions: int) -> None:
@@ -104,9 +106,9 @@ def run(
         for i, (size, n_steps) in enumerate(zip(sizes, steps, strict=True)):
             bar.set_postfix_str(f"{env}: {size} transitions, {n_steps} steps")
             train = prefix(pool, size)
-            model, fit_s = _fit(env, train, n_steps, **options)
+            model, fit_s, cpu_s = _fit(env, train, n_steps, **options)
             scores = evaluate(model, spec, held_out, exact)
-            row = Row(env, sum(t.num_turns for t in train), n_steps, fit_s, n_eval, scores.metrics)
+            row = Row(env, sum(t.num_turns for t in train), n_steps, fit_s, n_eval, scores.metrics, cpu_s)
             result.rows.append(row)
             if i == len(sizes) - 1 and exact is not None:
                 result.calibration[env] = scores.calibration
@@ -116,10 +118,10 @@ def run(
             bar.set_postfix_str(f"{env}: random-only fit, {shift[0]} transitions")
             train = collect_pool(env, "train", shift[0], seed=seed, policies=("random",))
             expert = collect_pool(env, "eval", eval_transitions, seed=seed, policies=("expert",))
-            model, fit_s = _fit(env, train, shift[1], **options)
+            model, fit_s, cpu_s = _fit(env, train, shift[1], **options)
             scores = evaluate(model, spec, expert)
             row = Row(env, sum(t.num_turns for t in train), shift[1], fit_s,
-                      sum(t.num_turns for t in expert), scores.metrics, shift=True)
+                      sum(t.num_turns for t in expert), scores.metrics, cpu_s, shift=True)
             result.rows.append(row)
             log(row)
     bar.close()

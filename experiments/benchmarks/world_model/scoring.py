@@ -27,10 +27,13 @@ def banned_ids(tk: TurnTokenizer) -> list[int]:
 
 
 @torch.no_grad()
-def history_states(model: WorldModel, trajectories: Sequence[Trajectory], *, batch_size: int = 64) -> WorldState:
-    """The state before every turn, folded from the true history; ``observations`` are the turns'."""
+def history_states(
+    model: WorldModel, trajectories: Sequence[Trajectory], *, batch_size: int = 64
+) -> tuple[WorldState, torch.Tensor]:
+    """The state before every turn, folded from the true history (``observations`` are the turns'),
+    and ``(R, D)`` the latent after it, with the real outcome folded in."""
     model.eval()
-    latents, observations = [], []
+    latents, after, observations = [], [], []
     kept = [t for t in trajectories if t.turns]
     for start in range(0, len(kept), batch_size):
         chunk = kept[start : start + batch_size]
@@ -39,8 +42,9 @@ def history_states(model: WorldModel, trajectories: Sequence[Trajectory], *, bat
             batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
         )  # (B, N + 1, D)
         latents.append(states[:, :-1][batch.outcome_mask])  # (R, D)
+        after.append(states[:, 1:][batch.outcome_mask])  # (R, D)
         observations += [turn.observation for t in chunk for turn in t.turns]
-    return WorldState(torch.cat(latents), tuple(observations))
+    return WorldState(torch.cat(latents), tuple(observations)), torch.cat(after)
 
 
 @torch.no_grad()
