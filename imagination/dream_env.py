@@ -105,7 +105,9 @@ class DreamStepper:
             torch.cat([env._state.latent for env in envs]),
             tuple(env._state.observations[0] for env in envs),
         )  # (B, D)
-        after, predictions = self.model.step(states, list(actions), generator=self.generator, greedy=self.greedy)
+        after, predictions = self.model.step(
+            states, list(actions), generator=self.generator, greedy=self.greedy
+        )
         return [
             env._advance(after.select([row]), predictions, row, action)
             for row, (env, action) in enumerate(zip(envs, actions, strict=True))
@@ -176,7 +178,11 @@ class DreamEnv:
             self.batch_stepper = stepper
             self._private = False
         self.seed = self.batch_stepper.seed
-        if isinstance(reward_penalty, bool) or not isinstance(reward_penalty, (int, float)) or reward_penalty < 0:
+        if (
+            isinstance(reward_penalty, bool)
+            or not isinstance(reward_penalty, (int, float))
+            or reward_penalty < 0
+        ):
             raise ValueError(f"reward_penalty must be a number >= 0, got {reward_penalty!r}")
         if halt_uncertainty is not None and (
             isinstance(halt_uncertainty, bool) or not isinstance(halt_uncertainty, (int, float))
