@@ -1,0 +1,100 @@
+"""The headline: real environment steps to a target success, model-based against model-free.
+
+    python -m experiments.benchmarks.sample_efficiency --envs hidden_number --seeds 0 1 2 --jobs 2
+    python -m experiments.benchmarks.sample_efficiency --methods grpo mb_grpo_r0.5 mb_grpo_r0.75 mb_grpo_r0.9 --seeds 0
+
+Every (env, method, seed) is one ``experiments.train`` run in a subprocess (one torch thread each,
+``--jobs`` at a time) from the env's ``experiment=`` preset, its behaviour-cloned warm start, and a
+budget of real env steps (``--env-steps``). Success is evaluated on held-out tasks only. The
+model-free methods run with ``imagination=model_free``; the ``mb_*`` methods run the same learner
+with imagination at the given ratio (the ``METHODS`` table below holds the exact overrides). At the
+end ``experiments.report`` prints, per env, real steps to ``--target`` success (mean and spread over
+seeds), final success and wall time, best first, and writes ``<out>/<env>/sample_efficiency.png``
+(success against real env steps, a band across seeds) and ``.md``.
+
+A figure, not a timed test: several methods x 3 seeds take hours on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from experiments.report import write_report
+
+# The imagination settings shared by every model-based method: a world model small enough to refit
+# often on CPU, gate open from the first score, refits every other iteration.
+MODEL_BASED = [
+    "imagination=dyna", "imagination.gate_threshold=0", "imagination.fit_every=2", "imagination.fit_steps=40",
+    "world_model.latent_size=64", "world_model.num_members=3",
+]
+METHODS: dict[str, list[str]] = {
+    "ppo_turn": ["algo=ppo_turn"],
+    "grpo": ["algo=grpo"],
+    "gigpo": ["algo=gigpo"],
+    "hgpo": ["algo=hgpo"],
+    "hgpo_base_group": ["algo=hgpo", "algo.base_group=true"],
+    **{f"mb_grpo_r{ratio}": ["algo=grpo", *MODEL_BASED, f"imagination.ratio={ratio}"]
+       for ratio in (0.5, 0.75, 0.9, 0.95)},
+    **{f"mb_gigpo_r{ratio}": ["algo=gigpo", *MODEL_BASED, f"imagination.ratio={ratio}"] for ratio in (0.75, 0.9)},
+    "mb_ppo_turn_r0.75": ["algo=ppo_turn", "critic=latent", *MODEL_BASED, "imagination.ratio=0.75"],
+}
+DEFAULT_METHODS = ("ppo_turn", "grpo", "gigpo", "hgpo", "hgpo_base_group", "mb_grpo_r0.75")
+ENVS = ("hidden_number", "frozen_lake")
+
+
+def run_one(env: str, method: str, seed: int, args: argparse.Namespace) -> Path:
+    run_dir = args.out / env / f"method={method},seed={seed}"
+    if (run_dir / "done").exists() and not args.rerun:
+        print(f"  kept {env}/{method}/seed {seed} (done; --rerun to repeat)", flush=True)
+        return run_dir
+    command = [
+        sys.executable, "-m", "experiments.train", f"experiment={env}", f"seed={seed}", *METHODS[method],
+        f"trainer.max_env_steps={args.env_steps}", "trainer.iterations=100000", "trainer.progress=false",
+        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir={run_dir}", *args.overrides,
+    ]
+    env_vars = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    log = run_dir.parent / f"method={method},seed={seed}.log"
+    with log.open("w") as handle:
+        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT, env=env_vars)
+    print(f"  finished {env}/{method}/seed {seed}: {'ok' if code == 0 else f'FAILED (exit {code}, see {log})'}",
+          flush=True)
+    return run_dir
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.benchmarks.sample_efficiency", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS) + ["sokoban", "minishop"],
+                        help="experiment presets to run (experiment=<env>)")
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=sorted(METHODS),
+                        help="methods from the METHODS table: model-free algos, and mb_<algo>_r<ratio> with imagination")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="run seeds")
+    parser.add_argument("--env-steps", type=int, default=40000, help="real env step budget of each run")
+    parser.add_argument("--eval-every", type=int, default=5, help="iterations between held-out evaluations")
+    parser.add_argument("--target", type=float, default=0.8, help="success rate whose real-step cost is reported")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one CPU thread each)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/sample_efficiency"), help="output folder")
+    parser.add_argument("--rerun", action="store_true", help="repeat runs that already finished")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run, e.g. trainer.eval_episodes=64")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    jobs = [(env, method, seed) for env in args.envs for seed in args.seeds for method in args.methods]
+    print(f"{len(jobs)} runs, {args.env_steps} real env steps each, {args.jobs} at a time -> {args.out}", flush=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(lambda job: run_one(*job, args), jobs))
+    for env in args.envs:
+        print(f"\n## {env}")
+        write_report(args.out / env, args.out / env, args.target, name="sample_efficiency", echo=True)
+
+
+if __name__ == "__main__":
+    main()
