@@ -17,8 +17,11 @@ model itself is saved with ``save_pretrained``). Without one it writes nothing, 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import lightning as L
@@ -65,6 +68,21 @@ class WorldModelModule(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+
+
+@contextlib.contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Silence Lightning's per-Trainer banners (accelerators, logger tips) and its advice warnings,
+    which a training loop refitting every iteration would otherwise print every iteration."""
+    lightning_log = logging.getLogger("lightning.pytorch")
+    level = lightning_log.level
+    lightning_log.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"lightning\.pytorch.*")
+            yield
+    finally:
+        lightning_log.setLevel(level)
 
 
 def fit_world_model(
@@ -117,26 +135,27 @@ def fit_world_model(
     val_interval = None
     if val_every_steps is not None and val_loader is not None:
         val_interval = min(val_every_steps, len(train_loader))
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_steps=-1 if max_steps is None else max_steps,
-        max_epochs=-1 if max_epochs is None else max_epochs,
-        logger=logger,
-        callbacks=callbacks,
-        enable_checkpointing=log_dir is not None,
-        enable_progress_bar=progress,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        log_every_n_steps=1,
-        limit_val_batches=1.0 if val_loader is not None else 0,
-        val_check_interval=val_interval,
-        default_root_dir=str(log_dir) if log_dir is not None else None,
-    )
-    start = time.monotonic()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader)
+    with quiet_lightning() if not progress else contextlib.nullcontext():  # banners only with a progress bar
+        trainer = L.Trainer(
+            accelerator="cpu",
+            devices=1,
+            max_steps=-1 if max_steps is None else max_steps,
+            max_epochs=-1 if max_epochs is None else max_epochs,
+            logger=logger,
+            callbacks=callbacks,
+            enable_checkpointing=log_dir is not None,
+            enable_progress_bar=progress,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            log_every_n_steps=1,
+            limit_val_batches=1.0 if val_loader is not None else 0,
+            val_check_interval=val_interval,
+            default_root_dir=str(log_dir) if log_dir is not None else None,
+        )
+        start = time.monotonic()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader)
     fit_s = time.monotonic() - start
     model.eval()
     metrics.update({f"val_after/{k}": v for k, v in evaluate_loss(model, val_items, batch_size=batch_size).items()})
