@@ -1,12 +1,43 @@
-"""Imagined rollouts inside the world model.
+"""Imagined rollouts inside the world model, and the controls on their bias.
 
-``DreamEnv`` puts a ``WorldModel`` behind the ``Env`` core (start from a real reset or a real
-history prefix, imagine each step, with a reward penalty, uncertainty halting and a horizon);
-``DreamStepper`` steps many of them in one batched model call; ``DreamEnvFactory`` builds envs
-sharing a stepper for ``envs.collect(..., source="imagined")``. Mixing imagined with real data in
-the training loop is planned (see docs/design.md).
+- ``DreamEnv`` puts a ``WorldModel`` behind the ``Env`` core (start from a real reset or a real
+  history prefix, imagine each step, with a reward penalty, uncertainty halting and a horizon);
+  ``DreamStepper`` steps many of them in one batched model call; ``DreamEnvFactory`` builds envs
+  sharing a stepper for ``envs.collect(..., source="imagined")``.
+- ``imagine_groups`` plays one imagined group per real branch point (``sample_branch_points``).
+- ``ImaginationConfig`` holds every control; ``split_groups`` / ``scheduled_ratio`` split an
+  update into real and imagined groups; ``ImaginationGate`` keeps imagination off while the world
+  model predicts fresh real data badly; ``refit_and_gate`` scores and refits between iterations.
+- ``imagined_minus_real_return`` and ``imagination_metrics`` measure the bias.
 """
 
+from imagination.bias import imagined_minus_real_return, return_after
+from imagination.branching import branchable_turns, sample_branch_points
+from imagination.config import ImaginationConfig
 from imagination.dream_env import SUCCESS_REWARD, DreamEnv, DreamEnvFactory, DreamStepper, derive_seed
+from imagination.gate import ImaginationGate
+from imagination.imagine import ImaginedGroups, imagine_groups
+from imagination.metrics import imagination_metrics, imagination_summary
+from imagination.mixing import scheduled_ratio, split_groups
+from imagination.refit import refit_and_gate
 
-__all__ = ["SUCCESS_REWARD", "DreamEnv", "DreamEnvFactory", "DreamStepper", "derive_seed"]
+__all__ = [
+    "SUCCESS_REWARD",
+    "DreamEnv",
+    "DreamEnvFactory",
+    "DreamStepper",
+    "ImaginationConfig",
+    "ImaginationGate",
+    "ImaginedGroups",
+    "branchable_turns",
+    "derive_seed",
+    "imagination_metrics",
+    "imagination_summary",
+    "imagine_groups",
+    "imagined_minus_real_return",
+    "refit_and_gate",
+    "return_after",
+    "sample_branch_points",
+    "scheduled_ratio",
+    "split_groups",
+]

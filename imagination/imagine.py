@@ -76,5 +76,5 @@ def imagine_groups(
         source="imagined", first_group_id=first_group_id, first_trajectory_id=first_trajectory_id, progress=False,
     )
     groups = [trajectories[g * group_size : (g + 1) * group_size] for g in range(len(branches))]
-    halted = sum(bool(getattr(env, "last_info", {}).get("halted", False)) for env in built)
+    halted = sum(bool(env.last_info.get("halted", False)) for env in built)
     return ImaginedGroups(trajectories, groups, branches, halted)
