@@ -5,8 +5,8 @@
 
 Data. For each env and each number of real training transitions (``--sizes``), episodes are
 collected with ``RandomAgent`` and ``ExpertAgent`` (alternating, one episode per seed) on
-training-split seeds (``envs.splits``), and held-out episodes the same way on eval-split seeds
-(disjoint seed ranges; for random maps, rooms and catalogues also disjoint tasks). Smaller training
+training-split seeds (``envs.splits``), and held-out episodes the same way (expert first) on
+eval-split seeds (disjoint seed ranges; for random maps, rooms and catalogues also disjoint tasks). Smaller training
 sets are prefixes of the largest (whole episodes, so a size is reached or slightly exceeded; the
 actual count is printed). A fresh ``WorldModel`` is fitted per size for ``--steps`` optimiser
 steps (batches of ``--batch-size`` episodes); ``fit_s`` is that fit's wall time.
@@ -18,7 +18,10 @@ Measures, on every held-out transition, from the latent of the true history befo
   it never emits, averaged over members, token by token).
 - ``match`` / ``rew`` / ``done``: ``WorldModel.step(greedy=True)``'s next observation exactly
   equal to the real one (word for word, after the word caps), its reward within half the gap
-  between the env's rewards (0.5; minishop 0.1) and its done flag equal to the real one.
+  between the env's rewards (0.5; minishop 0.1) and its done flag equal to the real one. Those
+  heads read the latent after ``step`` folded in its own greedy observation; ``rew_tf`` and
+  ``done_tf`` read them after the real observation instead, which tells a wrong head from a
+  right head misled by a wrong observation.
 - ``auroc``: ``Predictions.uncertainty`` (the members' mean mutual information per emitted word
   of the greedy observation) as a score for the greedy observation being wrong; AUROC computed as
   the Mann-Whitney statistic (ties 1/2); ``-`` when no prediction (or none) was wrong.
@@ -52,13 +55,17 @@ match and its AUROC, target >= 0.85, as for the curve's AUROC. For every target 
 the smallest training size at which it was met and the fit seconds summed up to that size, or
 ``not met (best X at N)``. Writes ``world_model.png`` (the curves) into ``--out``.
 
-Cost, on CPU with one or two shared cores: each fit is ``--steps`` optimiser steps; a step takes
-about 0.2-0.5 s on hidden_number and frozen_lake, about 1 s on sokoban and several seconds on
-minishop (long pages). Scoring is a few greedy decodes of every held-out transition (one step, and
-five open-loop steps on deterministic envs); each decode recomputes the whole prefix per word, so
-minishop's 190-word pages are the slowest part of scoring. The defaults (4 sizes, 4100 steps plus
-a 600-step shift fit per env, six envs) take many hours; ``--quick`` is a smoke run of a minute
-or so per env with tiny sizes, steps and model. One fit seed per size: no error bars.
+Cost, measured in CPU seconds of one thread (``cpu_s``; wall time ``fit_s`` on a busy shared
+machine was up to twice that): a fit step (32 episodes, default model) takes about 0.8 s on
+hidden_number, 2.8 s on frozen_lake, 3.3 s on sokoban and 12 s on minishop (190-word pages), plus
+a loss pass over the training set at the end of each fit. Scoring 500 held-out transitions takes
+minutes: greedy decoding recomputes the whole prefix for every word, so minishop's pages and
+sokoban's five open-loop steps cost most. The defaults (4100 steps per env, plus a 600-step shift
+fit for frozen_lake, sokoban and minishop) come to about 28 CPU hours, 15 of them minishop's: run
+envs as separate processes, or give minishop fewer steps. ``--quick`` (tiny sizes, steps and
+model) takes seconds per env for hidden_number and frozen_lake and about a minute for sokoban and
+minishop, whose untrained decoders write every observation up to the word cap. One fit seed per
+size: no error bars.
 """
 
 from experiments.benchmarks.world_model.cli import main
