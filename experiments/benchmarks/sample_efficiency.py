@@ -27,10 +27,13 @@ from pathlib import Path
 from experiments.report import write_report
 
 # The imagination settings shared by every model-based method: a world model small enough to refit
-# often on CPU, gate open from the first score, refits every other iteration.
+# often on CPU (one 32-wide decoder layer per member: about 0.5 s per step of 32 transcripts on one
+# shared core, against 2.3 s for the default 64-wide two-layer decoder), batches of 16, gate open
+# from the first score, refits every other iteration.
 MODEL_BASED = [
     "imagination=dyna", "imagination.gate_threshold=0", "imagination.fit_every=2", "imagination.fit_steps=40",
-    "world_model.latent_size=64", "world_model.num_members=3",
+    "imagination.fit_batch_size=16", "world_model.latent_size=64", "world_model.num_members=3",
+    "world_model.model_size=32", "world_model.num_layers=1", "world_model.num_heads=2", "world_model.latent_slots=4",
 ]
 METHODS: dict[str, list[str]] = {
     "ppo_turn": ["algo=ppo_turn"],
