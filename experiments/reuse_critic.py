@@ -18,10 +18,16 @@ Both are played on the same ``--episodes`` eval-split seeds (``envs.splits``, ne
 the success rates are printed with standard errors, plus the paired difference. With ``--ablation``
 the world-model-only ranking (gamma 0) is played too, to show what the critic adds.
 
-``--fit`` (or no folders given) first collects training episodes on train-split seeds (the agent mix
-of ``experiments.benchmarks.critic_quality``), fits a world model (``fit_world_model``) and a latent
-critic on Monte-Carlo returns (``critic.fit``), saves both with ``save_pretrained`` under ``--out``
-(``world_model/`` and ``critic/``), then loads them back. The evaluation reads the models only
+``--fit`` (or no folders given) first fits both models on train-split seeds and saves them with
+``save_pretrained`` under ``--out`` (``world_model/`` and ``critic/``), then loads them back:
+
+- the world model (``fit_world_model``) on ``--train-episodes`` episodes of the agent mix of
+  ``experiments.benchmarks.critic_quality`` (random, expert, noisy expert), for coverage;
+- the latent critic (``critic.fit``, Monte-Carlo returns with ``--gamma``) on ``--critic-episodes``
+  episodes of ``NoisyExpertAgent`` alone (expert or random, half and half, per turn). A critic of
+  the mix reads from a history who is playing (an expert opens with ``guess(8)``) and values that,
+  and the random base agent's own values hardly depend on what it has learned; the noisy
+  expert's returns do depend on what the history pins down, which is what the lookahead ranks. The evaluation reads the models only
 through ``LatentCritic.from_pretrained`` and ``WorldModel.from_pretrained``, as any outside program
 would; no Hydra. The env options must be those the models were fitted with (``--env`` picks them).
 """
@@ -46,7 +52,7 @@ from envs.agent import AgentView
 from envs.collect import collect
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
-from experiments.benchmarks.critic_quality import collect_mix
+from experiments.benchmarks.critic_quality import NoisyExpertAgent, collect_mix
 from experiments.config import CriticConfig
 from world_model import WorldModel, WorldModelConfig, WorldState
 from world_model.lightning_module import fit_world_model
@@ -176,6 +182,7 @@ def fit_and_save(
     env: str = "hidden_number",
     *,
     train_episodes: int = 600,
+    critic_episodes: int = 1000,
     wm_steps: int = 600,
     critic_steps: int = 1500,
     gamma: float = 0.95,
@@ -184,7 +191,8 @@ def fit_and_save(
     seed: int = 0,
     log=print,
 ) -> tuple[Path, Path]:
-    """Fit a world model and a latent critic on train-split episodes; save them; return their folders."""
+    """Fit a world model and a latent critic on train-split episodes (see the module docstring); save them
+    under ``out``; return their folders."""
     kwargs = ENVS[env]
     train: list[Trajectory] = collect_mix(env, kwargs, "train", train_episodes, seed=seed)
     log(f"fitting on {len(train)} train-split episodes ({sum(t.num_turns for t in train)} turns) of {env} {kwargs}")
@@ -196,12 +204,15 @@ def fit_and_save(
     metrics = fit_world_model(train, [], world_model, max_steps=wm_steps, batch_size=32, lr=1e-3, seed=seed)
     log(f"world model: {wm_steps} steps in {time.monotonic() - start:.0f} s, "
         f"train loss {metrics['train_after/loss']:.3f}")
+    critic_seeds = split_seeds(env, kwargs, "train", seed=seed + 1, count=critic_episodes)
+    critic_data = collect(NoisyExpertAgent(seed=seed), env, group_size=1, group_seeds=critic_seeds, env_kwargs=kwargs,
+                          progress=False)
     critic = LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **CriticConfig().latent_kwargs()), tokenizer,
                           seed=seed)
     start = time.monotonic()
-    losses = fit_turn_critic(critic, history_states(train), lambda_returns(train, gamma=gamma), steps=critic_steps,
-                             batch_size=64, lr=1e-3, seed=seed)
-    log(f"critic: {critic_steps} steps in {time.monotonic() - start:.0f} s, "
+    losses = fit_turn_critic(critic, history_states(critic_data), lambda_returns(critic_data, gamma=gamma),
+                             steps=critic_steps, batch_size=64, lr=1e-3, seed=seed)
+    log(f"critic: {len(critic_data)} noisy-expert episodes, {critic_steps} steps in {time.monotonic() - start:.0f} s, "
         f"last-100 mean loss {sum(losses[-100:]) / len(losses[-100:]):.4f}")
     wm_dir, critic_dir = out / "world_model", out / "critic"
     world_model.save_pretrained(wm_dir)
@@ -272,7 +283,8 @@ def main(argv: Sequence[str] | None = None) -> list[Score]:
     parser.add_argument("--samples", type=int, default=4, help="imagined outcomes per candidate")
     parser.add_argument("--gamma", type=float, default=0.95, help="discount in the lookahead (and of the fit's returns)")
     parser.add_argument("--ablation", action="store_true", help="also play the world-model-only ranking (gamma 0)")
-    parser.add_argument("--train-episodes", type=int, default=600, help="--fit: train-split episodes")
+    parser.add_argument("--train-episodes", type=int, default=600, help="--fit: world model's train-split episodes")
+    parser.add_argument("--critic-episodes", type=int, default=1000, help="--fit: critic's train-split episodes")
     parser.add_argument("--wm-steps", type=int, default=600, help="--fit: world model optimiser steps")
     parser.add_argument("--critic-steps", type=int, default=1500, help="--fit: critic optimiser steps")
     parser.add_argument("--latent-size", type=int, default=128, help="--fit: world model latent size")
@@ -284,7 +296,8 @@ def main(argv: Sequence[str] | None = None) -> list[Score]:
     wm_dir, critic_dir = args.world_model, args.critic
     if args.fit or (wm_dir is None and critic_dir is None):
         wm_dir, critic_dir = fit_and_save(
-            args.out, args.env, train_episodes=args.train_episodes, wm_steps=args.wm_steps,
+            args.out, args.env, train_episodes=args.train_episodes, critic_episodes=args.critic_episodes,
+            wm_steps=args.wm_steps,
             critic_steps=args.critic_steps, gamma=args.gamma, latent_size=args.latent_size, members=args.members,
             seed=args.seed,
         )

@@ -130,7 +130,7 @@ def test_tiny_fit_save_load_and_evaluate_end_to_end(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "models"
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.reuse_critic", "--fit", "--out", str(out), "--train-episodes", "9",
+        [sys.executable, "-m", "experiments.reuse_critic", "--fit", "--out", str(out), "--train-episodes", "9", "--critic-episodes", "6",
          "--wm-steps", "2", "--critic-steps", "2", "--episodes", "4", "--candidates", "2", "--samples", "2",
          "--latent-size", "16", "--members", "2"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
