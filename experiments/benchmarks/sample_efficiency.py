@@ -53,16 +53,21 @@ ENVS = ("hidden_number", "frozen_lake")
 OTHER_ENVS = ("learning_check", "sokoban", "minishop")
 
 
+def run_overrides(env: str, method: str, seed: int, args: argparse.Namespace, run_dir: Path) -> list[str]:
+    """The Hydra overrides of one run; the run folder is quoted since its name holds ``=`` and ``,``."""
+    return [
+        f"experiment={env}", f"seed={seed}", *METHODS[method],
+        f"trainer.max_env_steps={args.env_steps}", f"trainer.iterations={args.iterations}", "trainer.progress=false",
+        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir='{run_dir}'", *args.overrides,
+    ]
+
+
 def run_one(env: str, method: str, seed: int, args: argparse.Namespace) -> Path:
     run_dir = args.out / env / f"method={method},seed={seed}"
     if (run_dir / "done").exists() and not args.rerun:
         print(f"  kept {env}/{method}/seed {seed} (done; --rerun to repeat)", flush=True)
         return run_dir
-    command = [
-        sys.executable, "-m", "experiments.train", f"experiment={env}", f"seed={seed}", *METHODS[method],
-        f"trainer.max_env_steps={args.env_steps}", f"trainer.iterations={args.iterations}", "trainer.progress=false",
-        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir={run_dir}", *args.overrides,
-    ]
+    command = [sys.executable, "-m", "experiments.train", *run_overrides(env, method, seed, args, run_dir)]
     env_vars = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log = run_dir.parent / f"method={method},seed={seed}.log"
