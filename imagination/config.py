@@ -1,6 +1,6 @@
 """``ImaginationConfig``: how much imagined experience the learner gets, and the controls on its bias.
 
-Every control is a field here, read by the training loop; ``ratio: 0`` (the ``imagination=off``
+Every control is a field here, read by the training loop; ``ratio: 0`` (the ``imagination=model_free``
 preset) turns the whole model-based path off, so the run is the model-free one, number for number.
 """
 
