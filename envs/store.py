@@ -1,29 +1,40 @@
-"""An append-only, crash-safe trajectory store on Hugging Face ``datasets``.
+"""An append-only, crash-safe trajectory store on Hugging Face ``datasets``, with tiered merging.
 
 Layout of a store folder::
 
     store/
-      manifest.json      the commit record: which shards exist and how many trajectories each holds
-      shard-00000/       one ``Dataset.save_to_disk`` folder per append; never rewritten
-      shard-00001/
-      .lock              an appending writer holds an exclusive ``flock`` on it
+      manifest.json      the commit record: which shards exist, in order, and what each holds
+      shard-00008/       one ``Dataset.save_to_disk`` folder; never modified once committed
+      shard-00012/
+      .lock              a writer holds an exclusive ``flock`` on it
 
 Why appends never lose or half-write data. An append
 
 1. writes its new shard with ``save_to_disk`` into ``.tmp-<uuid>/`` inside the store folder (same
    filesystem, so renames are atomic) and fsyncs it;
-2. renames that folder to a fresh ``shard-NNNNN`` name;
+2. renames that folder to a fresh ``shard-NNNNN`` name (one above every committed shard's number);
 3. writes ``manifest.json.tmp-<uuid>`` (old shards plus the new one), fsyncs it and ``os.replace``-s
    it onto ``manifest.json``, then fsyncs the store folder.
 
 Readers trust only ``manifest.json``, and step 3's ``os.replace`` is the single commit point (atomic
 on POSIX). A writer killed before it leaves the manifest naming exactly the shards committed
-before, and those are never touched again; one killed after it has already made the new shard
-complete and durable. Leftovers of a killed writer (``.tmp-*`` folders, manifest temp files,
-``shard-*`` folders the manifest does not list) are never read, and the next append deletes them.
-It does so while holding the exclusive lock every appender holds, so it cannot delete a live
-writer's temp files (the kernel drops a dead process's ``flock``). The same lock serialises
-concurrent appenders. Appends cost O(new data): earlier shards are never rewritten.
+before; one killed after it has already made the new shard complete and durable. Leftovers of a
+killed writer (``.tmp-*`` folders, manifest temp files, ``shard-*`` folders the manifest does not
+list) are never read, and the next writer deletes them. It does so while holding the exclusive
+lock every writer holds, so it cannot delete a live writer's temp files (the kernel drops a dead
+process's ``flock``). The same lock serialises concurrent writers.
+
+Why the store does not slow down with the number of appends. One shard per append would make
+opening the store cost one ``load_from_disk`` per append ever made. So after an append commits,
+the newest shards are merged as ``envs.store_merge`` plans (a tiered merge: O(log appends) shards,
+each row rewritten O(log appends) times). A merge is a write like any other: the merged shard is
+written to a temp folder, renamed to a fresh name, and committed by one manifest replace that puts
+it where the shards it merges were; only then are those deleted. Killed before the commit, the
+merged shard is a leftover and the old shards stand; killed after it, the old shards are
+leftovers. Either way every trajectory is committed exactly once. A merge that fails after its
+append committed only warns: the append itself succeeded and must not be retried. ``compact()``
+merges everything into one shard. A reader that finds a shard gone (merged away while it read)
+reads the manifest again.
 
 Columns are declared explicitly (``FEATURES``); per-turn records use ``datasets.List`` (not
 ``Sequence``, which turns a list of dicts into a dict of lists); ``env_kwargs`` is a JSON string;
@@ -46,6 +57,7 @@ import os
 import re
 import shutil
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,10 +66,13 @@ from typing import Any
 import datasets
 from datasets import Dataset, Features, List, Value
 
+from envs.store_merge import merge_start
 from envs.trajectory import Trajectory, Turn
 
 FORMAT = "reverie-trajectory-store"
-VERSION = 1
+VERSION = 2  # 2: shard numbers may skip (merged shards); version-1 manifests are read as before
+READABLE_VERSIONS = (1, 2)
+DEFAULT_MERGE_FANOUT = 8
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 _SHARD_NAME = re.compile(r"shard-\d{5,}")
@@ -145,10 +160,19 @@ def record_to_trajectory(record: dict[str, Any]) -> Trajectory:
 
 
 class TrajectoryStore:
-    """Trajectories on disk under ``path``. A missing or empty folder is an empty store."""
+    """Trajectories on disk under ``path``. A missing or empty folder is an empty store.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``merge_fanout``: how many shards of one level are merged into one after an append (see
+    ``envs.store_merge``); None never merges automatically (one shard per append, as a baseline).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, merge_fanout: int | None = DEFAULT_MERGE_FANOUT
+    ) -> None:
+        if merge_fanout is not None and merge_fanout < 2:
+            raise ValueError(f"merge_fanout must be >= 2 or None, got {merge_fanout}")
         self.path = Path(path)
+        self.merge_fanout = merge_fanout
         self._shards()  # fail now, naming the path, if this folder is not a store
 
     def __len__(self) -> int:
@@ -157,8 +181,15 @@ class TrajectoryStore:
     def __repr__(self) -> str:
         return f"TrajectoryStore({str(self.path)!r})"
 
+    def num_shards(self) -> int:
+        """Committed shards (each a ``save_to_disk`` folder)."""
+        return len(self._shards())
+
     def append(self, trajectories: Sequence[Trajectory]) -> None:
-        """Commit ``trajectories`` as one new shard; all of them become visible at once, or none."""
+        """Commit ``trajectories`` as one new shard; all of them become visible at once, or none.
+
+        Then merge the newest shards if the merge plan says so (a failed merge only warns).
+        """
         records = [trajectory_to_record(t) for t in trajectories]  # validate before touching disk
         if not records:
             return
@@ -168,17 +199,41 @@ class TrajectoryStore:
         with _exclusive_lock(self.path):
             entries = self._shards()
             self._remove_leftovers({entry["name"] for entry in entries})
-            name = f"shard-{len(entries):05d}"
-            tmp = self.path / f".tmp-{uuid.uuid4().hex}"
-            with _quiet_progress_bars():
-                shard.save_to_disk(str(tmp))
-            _fsync_tree(tmp)
-            os.rename(tmp, self.path / name)
-            self._write_manifest(entries + [{"name": name, "num_trajectories": len(records)}])
+            name = self._publish(shard, entries)
+            entries = entries + [{"name": name, "num_trajectories": len(records), "appends": 1}]
+            self._write_manifest(entries)  # the append is committed here
+            if self.merge_fanout is not None:
+                start = merge_start([entry.get("appends", 1) for entry in entries], self.merge_fanout)
+                if start < len(entries) - 1:
+                    try:
+                        self._merge(entries, start)
+                    except Exception as err:  # noqa: BLE001 - the data is committed; a retry would duplicate it
+                        warnings.warn(
+                            f"{self.path}: merging shards failed after the append committed ({err}); "
+                            "the store is intact and the next append retries",
+                            stacklevel=2,
+                        )
+
+    def compact(self) -> None:
+        """Merge every committed shard into one (a no-op for a store with at most one shard)."""
+        if not self.path.exists():
+            return
+        with _exclusive_lock(self.path):
+            entries = self._shards()
+            self._remove_leftovers({entry["name"] for entry in entries})
+            if len(entries) > 1:
+                self._merge(entries, 0)
 
     def dataset(self) -> Dataset:
         """All committed trajectories as one (memory-mapped) ``datasets.Dataset`` with ``FEATURES``."""
-        parts = [self._read_shard(entry) for entry in self._shards()]
+        for attempt in range(3):
+            entries = self._shards()
+            try:
+                parts = [self._read_shard(entry) for entry in entries]
+                break
+            except StoreError:
+                if attempt == 2 or self._shards() == entries:
+                    raise  # damaged, not merged away while we read
         if not parts:
             return Dataset.from_dict({column: [] for column in FEATURES}, features=FEATURES)
         return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
@@ -216,11 +271,19 @@ class TrajectoryStore:
             return []
         try:
             content = json.loads(manifest.read_text(encoding="utf-8"))
-            if content.get("format") != FORMAT or content.get("version") != VERSION:
+            if content.get("format") != FORMAT or content.get("version") not in READABLE_VERSIONS:
                 raise ValueError(f"format/version is {content.get('format')!r}/{content.get('version')!r}")
             entries = content["shards"]
-            for i, entry in enumerate(entries):
-                if entry["name"] != f"shard-{i:05d}" or not isinstance(entry["num_trajectories"], int):
+            numbers = [_shard_number(entry["name"]) for entry in entries]
+            if numbers != sorted(set(numbers)):
+                raise ValueError(f"shard names are not in increasing order: {[e['name'] for e in entries]}")
+            for entry in entries:
+                appends = entry.get("appends", 1)
+                if (
+                    not isinstance(entry["num_trajectories"], int)
+                    or not isinstance(appends, int)
+                    or appends < 1
+                ):
                     raise ValueError(f"bad shard entry {entry!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise StoreError(f"{manifest} is not a valid trajectory-store manifest: {err}") from err
@@ -237,6 +300,26 @@ class TrajectoryStore:
         if not isinstance(ds, Dataset) or ds.features != FEATURES or len(ds) != entry["num_trajectories"]:
             raise StoreError(f"{path}: committed shard does not match the manifest or the store schema")
         return ds
+
+    def _publish(self, shard: Dataset, entries: list[dict[str, Any]]) -> str:
+        """Write ``shard`` durably under a fresh name (not yet committed); return the name."""
+        number = 1 + max((_shard_number(entry["name"]) for entry in entries), default=-1)
+        name = f"shard-{number:05d}"
+        tmp = self.path / f".tmp-{uuid.uuid4().hex}"
+        with _quiet_progress_bars():
+            shard.save_to_disk(str(tmp))
+        _fsync_tree(tmp)
+        os.rename(tmp, self.path / name)
+        return name
+
+    def _merge(self, entries: list[dict[str, Any]], start: int) -> None:
+        """Replace ``entries[start:]`` by one shard holding their rows in order. Hold the lock."""
+        run = entries[start:]
+        merged = datasets.concatenate_datasets([self._read_shard(entry) for entry in run])
+        name = self._publish(merged, entries)
+        total = {key: sum(entry.get(key, 1) for entry in run) for key in ("num_trajectories", "appends")}
+        self._write_manifest(entries[:start] + [{"name": name, **total}])  # the merge is committed here
+        self._remove_leftovers({entry["name"] for entry in entries[:start]} | {name})
 
     def _write_manifest(self, entries: list[dict[str, Any]]) -> None:
         tmp = self.path / f"{MANIFEST}.tmp-{uuid.uuid4().hex}"
@@ -257,6 +340,12 @@ class TrajectoryStore:
                     shutil.rmtree(target)
                 else:
                     target.unlink()
+
+
+def _shard_number(name: str) -> int:
+    if not isinstance(name, str) or _SHARD_NAME.fullmatch(name) is None:
+        raise ValueError(f"bad shard name {name!r}")
+    return int(name.removeprefix("shard-"))
 
 
 def _upgrade(ds: Dataset) -> Dataset:
