@@ -39,6 +39,7 @@ from experiments.metrics_logger import MetricsLogger
 from experiments.seeding import derive_seed
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
+from imagination.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
@@ -127,9 +128,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
     imagination = run.imagination
     world_model = None  # built only when the run imagines: ratio 0 is the model-free run, untouched
-    if imagination.enabled:
+    if imagination.enabled or algo.name == "counterfactual_gigpo":
         world_model = build_world_model(run.world_model, run.env.name, env_kwargs, env.vocabulary(),
                                         seed=derive_seed(run.seed, "world-model-init"))
+    counterfactual = None  # imagined step groups at every real step (algo=counterfactual_gigpo)
+    if algo.name == "counterfactual_gigpo":
+        counterfactual = CounterfactualGiGPO(algo, imagination, world_model, run.env.name, env_kwargs,
+                                             critic_options=run.critic.latent_kwargs(), max_turns=trainer.max_turns,
+                                             seed=derive_seed(run.seed, "counterfactual"))
 
     def task_seeds(split: str, count: int, *tags: object) -> list[int]:
         """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
@@ -279,7 +285,11 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id, weights=weights)
             rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
             value = None
-            if critic is None:
+            if counterfactual is not None:
+                batch, advantages, counterfactual_metrics = counterfactual.advantages(
+                    policy, batch, iteration=iteration, gate_open=gate.is_open)
+                model_metrics.update(counterfactual_metrics)
+            elif critic is None:
                 advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
             else:
                 advantages, value = critic_advantages(algo, learner, policy, batch, rows)

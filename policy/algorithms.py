@@ -37,16 +37,17 @@ from policy.advantages import (
     sppo_advantages,
     whiten,
 )
+from policy.counterfactual_config import CounterfactualConfig
 from policy.learner import PPOConfig
 
-ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo")
+ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo", "counterfactual_gigpo")
 VALUE_LEVEL = {"ppo_token": "token", "ppo_turn": "turn", "sppo": "sequence"}  # the critic-based ones
 
 
 @dataclass
 class AlgoConfig:
     name: str = "gigpo"
-    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo."""
+    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo, counterfactual_gigpo."""
     gamma: float = 0.95
     """Discount: of step returns (GiGPO/HGPO) or of GAE (PPO)."""
     lam: float = 1.0
@@ -77,6 +78,8 @@ class AlgoConfig:
     """Dynamic sampling: the most extra collection rounds per iteration."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """The clipped-update settings shared by every algorithm."""
+    counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
+    """counterfactual_gigpo: step groups imagined by the world model (``imagination.counterfactual_gigpo``)."""
 
     def __post_init__(self) -> None:
         if self.name not in ALGORITHMS:
