@@ -11,6 +11,8 @@ functions (no registry):
 - ``ppo_turn``: turn-level GAE with the critic's value of the state before each turn.
 - ``ppo_token``: token-level GAE over each trajectory's action tokens, turn rewards placed on each
   turn's last action token, bootstrapping through the turns.
+- ``fused``: a per-row mix of ``ppo_turn``'s critic advantage and a group parent's advantage
+  (``policy.fused_advantages``), weighted by each baseline's estimated error variance or EVPO's switch.
 - ``sppo``: sequence-level PPO, ``A = R - V`` with ``V = sigmoid(logit)`` the critic's value of the
   episode's first state, the same advantage on every turn of the episode.
 
@@ -38,16 +40,18 @@ from policy.advantages import (
     whiten,
 )
 from policy.counterfactual_config import CounterfactualConfig
+from policy.fused_advantages import fuse, fused_critic_weights
+from policy.fused_config import FusedConfig
 from policy.learner import PPOConfig
 
-ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo", "counterfactual_gigpo")
-VALUE_LEVEL = {"ppo_token": "token", "ppo_turn": "turn", "sppo": "sequence"}  # the critic-based ones
+ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo", "counterfactual_gigpo", "fused")
+VALUE_LEVEL = {"ppo_token": "token", "ppo_turn": "turn", "sppo": "sequence", "fused": "turn"}  # the critic-based ones
 
 
 @dataclass
 class AlgoConfig:
     name: str = "gigpo"
-    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo, counterfactual_gigpo."""
+    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo, counterfactual_gigpo, fused."""
     gamma: float = 0.95
     """Discount: of step returns (GiGPO/HGPO) or of GAE (PPO)."""
     lam: float = 1.0
@@ -78,6 +82,8 @@ class AlgoConfig:
     """Dynamic sampling: the most extra collection rounds per iteration."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """The clipped-update settings shared by every algorithm."""
+    fused: FusedConfig = field(default_factory=FusedConfig)
+    """fused: the group parent and how the critic's weight is chosen (``policy.fused_config``)."""
     counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
     """counterfactual_gigpo: step groups imagined by the world model (``imagination.counterfactual_gigpo``)."""
 
@@ -211,6 +217,8 @@ def critic_token_advantages(
     ``bootstrap``: ``(B,)`` the value of the state after the row's trajectory ends, read on its last
     row: the critic's value there for a truncated episode, 0 for one that ended ``done`` (default 0).
     """
+    if cfg.name == "fused":
+        return fused_token_advantages(cfg, rows, response_mask, values, bootstrap=bootstrap)
     level = cfg.value_level
     if level is None:
         raise ValueError(f"{cfg.name} does not use a critic")
@@ -237,6 +245,35 @@ def critic_token_advantages(
     if cfg.whiten_advantages:
         advantages = whiten(advantages, response_mask) * response_mask
     return advantages, returns
+
+
+def fused_token_advantages(
+    cfg: AlgoConfig,
+    rows: TurnRows,
+    response_mask: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    bootstrap: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``algo=fused``: ``w * A_ppo_turn + (1 - w) * A_group`` per row (B, L), and the critic's (B,) targets.
+
+    Both parents are computed exactly as their own algorithms compute them from the same ``cfg``; the
+    critic's weight w per row comes from ``cfg.fused`` (``policy.fused_advantages.fused_critic_weights``),
+    fed with Monte-Carlo returns-to-go (GAE with lambda = 1, bootstrapped at truncations) and ``values``.
+    """
+    critic_adv, targets = critic_token_advantages(
+        dataclasses.replace(cfg, name="ppo_turn"), rows, response_mask, values, bootstrap=bootstrap
+    )  # (B, L), (B,)
+    group_adv = group_baseline_token_advantages(dataclasses.replace(cfg, name=cfg.fused.group), rows, response_mask)
+    bootstrap = torch.zeros(len(rows)) if bootstrap is None else bootstrap.float()
+    column = values.float().unsqueeze(1)  # (B, 1): one entry per turn
+    _, mc_returns = _gae_along_trajectories(rows, rows.step_rewards.unsqueeze(1), column, torch.ones_like(column),
+                                            bootstrap, dataclasses.replace(cfg, lam=1.0))  # (B, 1)
+    weights = fused_critic_weights(
+        cfg.fused, returns=mc_returns.squeeze(1), values=values, scores=rows.episode_rewards, group_ids=rows.group_ids,
+        traj_ids=rows.traj_ids, levels=rows.steps, start_rows=first_rows_mask(rows).bool(),
+    )  # (B,)
+    return fuse(critic_adv, group_adv, weights), targets
 
 
 def _sppo_advantages(

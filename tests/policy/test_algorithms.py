@@ -546,8 +546,8 @@ def test_critic_advantages_refuse_critic_free_algorithms(name):
 # AlgoConfig
 # ----------------------------------------------------------------------------------------------
 
-def test_uses_critic_only_for_ppo():
-    assert {n for n in ALGORITHMS if AlgoConfig(name=n).uses_critic} == {"ppo_token", "ppo_turn", "sppo"}
+def test_uses_critic_only_for_ppo_and_fused():
+    assert {n for n in ALGORITHMS if AlgoConfig(name=n).uses_critic} == {"ppo_token", "ppo_turn", "sppo", "fused"}
 
 
 @pytest.mark.parametrize(
