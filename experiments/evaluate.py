@@ -1,53 +1,183 @@
-"""Evaluate an agent on given env seeds (held-out tasks, from ``envs.split_seeds``): success, return, length."""
+"""Play a saved policy on held-out tasks of its env and print how it does.
+
+    python -m experiments.evaluate outputs/2026-12-01/10-00-00_hidden_number_grpo_s0
+    python -m experiments.evaluate RUN/checkpoints/iteration_00020 --episodes 500
+    python -m experiments.evaluate path/to/hf_model --config RUN/config.yaml --device cuda
+
+DIR is a run folder written by ``experiments.train`` (its final ``policy/`` is played) or a policy
+folder (``RUN/policy``, ``RUN/checkpoints/iteration_N``, or any local Hugging Face model folder with
+``--config``). The env, its options, the turn cap and the prompt settings come from the run's
+``config.yaml``. Actions are decoded greedily (the most likely token each step) unless ``--sample``.
+
+The episodes' env seeds are held out: they come from the evaluation range of ``envs.splits``, which
+no training seed is drawn from (and, for envs with observable tasks, only from tasks training never
+draws). They are drawn from ``--seed``'s own stream and exclude the seeds the run itself evaluated on
+while training, so this is a fresh check rather than a replay of the curve in metrics.jsonl; with
+the same ``--seed`` every run of one env is judged on the same episodes. Prints success rate, mean
+return, mean turns, the share of invalid actions and a few transcripts (failures and successes,
+alternately); exits 1 with one line when DIR is not a run or policy folder.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-from envs.agent import Agent
-from envs.collect import collect
 from envs.trajectory import Trajectory
+from experiments.evaluation import (
+    Evaluation,
+    fresh_eval_seeds,
+    play,
+    render_transcript,
+    summarise,
+    training_eval_seeds,
+)
+from experiments.saved_run import SavedRun, SavedRunError, find_saved_run, load_policy
+
+DEFAULT_EPISODES = 100
+DEFAULT_TRANSCRIPTS = 3
 
 
-@dataclass
-class Evaluation:
-    success_rate: float
-    episodic_return: float
-    episode_length: float
-    invalid_action_rate: float
-    env_steps: int
-
-    def as_metrics(self, prefix: str) -> dict[str, float]:
-        return {
-            f"{prefix}/success_rate": self.success_rate,
-            f"{prefix}/episodic_return": self.episodic_return,
-            f"{prefix}/episode_length": self.episode_length,
-            f"{prefix}/invalid_action_rate": self.invalid_action_rate,
-        }
+def pick_transcripts(trajectories: Sequence[Trajectory], count: int) -> list[Trajectory]:
+    """Up to ``count`` episodes, failures and successes alternately (a failure first), each kind in
+    play order; when one kind runs out the other fills the rest."""
+    failures = [t for t in trajectories if not t.success]
+    successes = [t for t in trajectories if t.success]
+    picked: list[Trajectory] = []
+    while len(picked) < count and (failures or successes):
+        first, second = (failures, successes) if len(picked) % 2 == 0 else (successes, failures)
+        picked.append((first or second).pop(0))
+    return picked
 
 
-def summarise(trajectories: list[Trajectory]) -> Evaluation:
-    """Success, mean return, mean length and invalid-action rate of a set of episodes."""
-    n = max(len(trajectories), 1)
-    turns = [turn for traj in trajectories for turn in traj.turns]
-    return Evaluation(
-        success_rate=sum(t.success for t in trajectories) / n,
-        episodic_return=sum(t.episode_return for t in trajectories) / n,
-        episode_length=len(turns) / n,
-        invalid_action_rate=sum(not turn.valid for turn in turns) / max(len(turns), 1),
-        env_steps=len(turns),
+def format_summary(saved: SavedRun, result: Evaluation, episodes: int, greedy: bool, seed: int) -> str:
+    options = ", ".join(f"{k}={v}" for k, v in saved.env_kwargs.items())
+    decoding = (
+        "greedy"
+        if greedy
+        else f"sampled (temperature {saved.policy.temperature:g}, top-p {saved.policy.top_p:g})"
+    )
+    return "\n".join(
+        [
+            f"policy      {saved.policy_dir}",
+            f"env         {saved.env.name}" + (f" ({options})" if options else ""),
+            f"episodes    {episodes} held-out (--seed {seed}), {decoding}",
+            "",
+            f"success rate          {result.success_rate:.3f}",
+            f"mean return           {result.episodic_return:.3f}",
+            f"mean turns            {result.episode_length:.2f}",
+            f"invalid action rate   {result.invalid_action_rate:.3f}  (share of all turns)",
+        ]
     )
 
 
-def evaluate(
-    agent: Agent, env_name: str, env_kwargs: dict[str, Any] | None = None, *, seeds: Sequence[int],
-    max_turns: int | None = None, progress: bool = False,
-) -> Evaluation:
-    """One independent episode (a group of one) per env seed in ``seeds``."""
-    trajectories = collect(
-        agent, env_name, env_kwargs=env_kwargs, group_size=1, group_seeds=list(seeds),
-        max_turns=max_turns, progress=progress,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    return summarise(trajectories)
+    parser.add_argument("dir", type=Path, metavar="DIR", help="a run folder, or a policy folder (see above)")
+    parser.add_argument(
+        "--episodes",
+        type=_positive_int,
+        default=DEFAULT_EPISODES,
+        help=f"held-out episodes to play, one per env seed (default {DEFAULT_EPISODES})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="picks which held-out env seeds are played (and drives sampling with --sample); "
+        "the same seed gives the same episodes for every run of one env (default 0)",
+    )
+    parser.add_argument(
+        "--transcripts",
+        type=_non_negative_int,
+        default=DEFAULT_TRANSCRIPTS,
+        help=f"episodes printed turn by turn, failures and successes alternately "
+        f"(default {DEFAULT_TRANSCRIPTS})",
+    )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample actions at the run's temperature and top-p instead of greedy decoding",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="a run's config.yaml to take the env and policy settings from (default: the "
+        "config.yaml of the run DIR belongs to); needed for a policy folder outside a run",
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="torch device the policy runs on, e.g. cuda (default cpu)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also write the figures and the env seeds played to this JSON file",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        saved = find_saved_run(args.dir, args.config)
+        policy = load_policy(saved, greedy=not args.sample, seed=args.seed, device=args.device)
+    except SavedRunError as error:
+        print(f"experiments.evaluate: {error}", file=sys.stderr)
+        return 1
+    env_name, env_kwargs = saved.env.name, saved.env_kwargs
+    seen_in_training = training_eval_seeds(env_name, env_kwargs, saved.seed, saved.eval_episodes)
+    seeds = fresh_eval_seeds(env_name, env_kwargs, args.seed, args.episodes, exclude=seen_in_training)
+    trajectories = play(
+        policy, env_name, env_kwargs, seeds=seeds, max_turns=saved.max_turns, progress=not args.no_progress
+    )
+    result = summarise(trajectories)
+    print(format_summary(saved, result, len(trajectories), not args.sample, args.seed))
+    for i, trajectory in enumerate(pick_transcripts(trajectories, args.transcripts), start=1):
+        print(f"\n--- transcript {i}: {render_transcript(trajectory)}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps(
+                {
+                    "policy": str(saved.policy_dir),
+                    "env": env_name,
+                    "env_kwargs": env_kwargs,
+                    "greedy": not args.sample,
+                    "seed": args.seed,
+                    "episodes": len(trajectories),
+                    "env_seeds": seeds,
+                    **result.as_metrics("evaluate"),
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

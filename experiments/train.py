@@ -33,7 +33,7 @@ from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticCon
 from envs import Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.splits import split_seeds
 from experiments.config import Resolved, register_configs, validate
-from experiments.evaluate import evaluate, summarise
+from experiments.evaluation import evaluate, render_transcript, summarise, training_eval_seeds
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
 from experiments.seeding import derive_seed
@@ -141,7 +141,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
         return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
 
-    eval_seeds = task_seeds("eval", trainer.eval_episodes, "eval")  # the same held-out tasks every time
+    eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
 
     def evaluate_policy() -> dict[str, float]:
         # Its own sampling stream: evaluating more or less often never changes training.
@@ -380,15 +380,6 @@ def save_policy(policy: LMPolicy, folder: Path) -> None:
     """A Hugging Face model directory (safetensors + config + tokenizer): loadable, never unpickled."""
     policy.model.save_pretrained(folder)
     policy.tokenizer.save_pretrained(folder)
-
-
-def render_transcript(trajectory) -> str:
-    lines = [f"seed {trajectory.seed} return {trajectory.episode_return:.2f} success {trajectory.success}"]
-    for turn in trajectory.turns:
-        lines += [turn.observation, f"> {turn.action}"]
-    if trajectory.turns:
-        lines.append(trajectory.turns[-1].next_observation)
-    return "\n".join(lines)
 
 
 @hydra.main(config_path="conf", config_name="train", version_base=None)

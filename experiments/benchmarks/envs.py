@@ -15,7 +15,7 @@ from pathlib import Path
 from envs.agent import ExpertAgent, RandomAgent
 from envs.collect import collect
 from envs.registry import ENVIRONMENTS
-from experiments.evaluate import summarise
+from experiments.evaluation import summarise
 
 
 def measure(agent, env_name: str, episodes: int, seed: int) -> dict[str, float]:
