@@ -71,8 +71,8 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
         f"configuration{'s' if len(configs) != 1 else ''}", "",
         f"Best first. Real env steps to reach held-out success {target:g}: the first evaluation at or "
         "above it (no interpolation), mean ± sample standard deviation over the seeds that reached it; "
-        "`not reached (k/n)` when only k of n seeds did. Final success: mean ± sample standard deviation. "
-        "Wall time: mean per run. Seeds: runs in the statistics; failed runs are left out of them, counted "
+        "`not reached (k/n)` when only k of n seeds did. Final success and wall time per run: mean ± "
+        "sample standard deviation. Seeds: runs in the statistics; failed runs are left out of them, counted "
         "in brackets, and listed below.", "",
         table, "", f"![success against real env steps]({png.name})", "", "## Runs", "",
         run_table({label: configs[label] for label in order}, target, relative_to=out), "",

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from experiments.reporting.curves import mean_curve
+from experiments.reporting.curves import MeanCurve, mean_curve
 from experiments.reporting.runs import Run
 
 PANELS = (
@@ -52,11 +52,7 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
         row_labels = [label for label in labels if env is None or _env(counted[label]) == env]
         for col, (series, title, ylabel) in enumerate(panels):
             ax = axes[row][col]
-            for label in row_labels:
-                curves = [r.curve if series is None else r.series.get(series, []) for r in counted[label]]
-                curve = mean_curve(curves)
-                if not curve.steps:
-                    continue
+            for label, curve in panel_curves({label: counted[label] for label in row_labels}, series).items():
                 seeds = f"{curve.seeds} seed{'s' if curve.seeds != 1 else ''}"
                 bounds = (0.0, 1.0) if series in RATES else None
                 _draw(ax, curve, colour[label], f"{_wrap(label)} ({seeds})", bounds)
@@ -93,6 +89,20 @@ def panel_series(configs: Mapping[str, Sequence[Run]]) -> list[str | None]:
     run that did not fail logged."""
     runs = [r for group in configs.values() for r in group if r.status != "failed"]
     return [series for series, _, _ in PANELS if series is None or any(series in r.series for r in runs)]
+
+
+def panel_curves(configs: Mapping[str, Sequence[Run]], series: str | None) -> dict[str, MeanCurve]:
+    """What one panel draws: per configuration, the mean over its runs that did not fail of ``series``
+    (None: held-out success), on ``mean_curve``'s common grid. Runs that did not log the series are
+    left out of the mean (so its seed count may be smaller); configurations where none did are
+    left out."""
+    curves = {}
+    for label, runs in configs.items():
+        counted = [r for r in runs if r.status != "failed"]
+        curve = mean_curve([r.curve if series is None else r.series.get(series, []) for r in counted])
+        if curve.steps:
+            curves[label] = curve
+    return curves
 
 
 def _draw(ax, curve, colour, label: str, bounds: tuple[float, float] | None = None) -> None:

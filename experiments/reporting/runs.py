@@ -20,6 +20,7 @@ job). What a ``Run`` reads from it, and where each field falls back to:
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -178,7 +179,7 @@ def _series(records: list[dict], name: str) -> Curve:
     points: dict[int, float] = {}
     for record in records:
         value, steps = record.get(name), record.get("charts/real_env_steps")
-        if value is not None and steps is not None:
+        if isinstance(value, (int, float)) and math.isfinite(value) and steps is not None:
             points[int(steps)] = float(value)
     return sorted(points.items())
 

@@ -29,6 +29,7 @@ class SummaryRow:
     final_mean: float | None
     final_std: float | None
     wall_mean_s: float | None
+    wall_std_s: float | None = None  # sample standard deviation over the seeds; None with one
 
     @property
     def reached(self) -> int:
@@ -54,6 +55,9 @@ class SummaryRow:
     def final_text(self) -> str:
         return "-" if self.final_mean is None else _pm(self.final_mean, self.final_std, "{:.2f}")
 
+    def wall_text(self) -> str:
+        return format_duration(self.wall_mean_s, self.wall_std_s)
+
     def seeds_text(self) -> str:
         notes = [f"{n} {what}" for n, what in ((self.running, "running"), (self.failed, "failed")) if n]
         return f"{self.seeds}" + (f" ({', '.join(notes)})" if notes else "")
@@ -69,13 +73,14 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float) -> list[Su
         finals = [r.final_success for r in counted if r.final_success is not None]
         walls = [r.wall_s for r in counted if r.wall_s is not None]
         steps_mean, steps_std = mean_and_std(reached) if reached else (None, None)
+        wall_mean, wall_std = mean_and_std(walls) if walls else (None, None)
         final_mean, final_std = mean_and_std(finals) if finals else (None, None)
         envs = {r.env for r in runs}
         rows.append(SummaryRow(
             label=label, env=envs.pop() if len(envs) == 1 else None, seeds=len(counted),
             failed=len(runs) - len(counted), running=sum(r.status == "running" for r in counted), steps=steps,
             steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean, final_std=final_std,
-            wall_mean_s=sum(walls) / len(walls) if walls else None,
+            wall_mean_s=wall_mean, wall_std_s=wall_std,
         ))
     return sorted(rows, key=SummaryRow.sort_key)
 
@@ -88,7 +93,7 @@ def format_table(rows: Sequence[SummaryRow], target: float) -> str:
     lines = [header]
     for row in rows:
         lines.append([row.label, *([row.env or "-"] if with_env else []), row.steps_text(), row.final_text(),
-                      format_duration(row.wall_mean_s), row.seeds_text()])
+                      row.wall_text(), row.seeds_text()])
     return _markdown(lines)
 
 
@@ -111,14 +116,15 @@ def run_table(configs: Mapping[str, Sequence[Run]], target: float, relative_to: 
     return _markdown(lines)
 
 
-def format_duration(seconds: float | None) -> str:
+def format_duration(seconds: float | None, spread: float | None = None) -> str:
+    """``45 s``, ``2.5 min``, ``1.2 h``; with ``spread``, both in the unit of ``seconds``: ``2.5 ± 0.4 min``."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    unit, scale, fmt = ("s", 1, "{:.0f}") if seconds < 120 else ("min", 60, "{:.1f}") if seconds < 7200 \
+        else ("h", 3600, "{:.1f}")
+    if spread is None or not math.isfinite(spread):
+        return f"{fmt.format(seconds / scale)} {unit}"
+    return f"{fmt.format(seconds / scale)} ± {fmt.format(spread / scale)} {unit}"
 
 
 def _pm(mean: float, std: float | None, fmt: str) -> str:

@@ -22,7 +22,8 @@ from experiments.reporting import (
     summary_rows,
     value_at,
 )
-from experiments.reporting.plot import panel_series
+from experiments.reporting.plot import panel_curves, panel_series
+from experiments.reporting.table import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -225,7 +226,8 @@ def test_table_is_best_first_with_not_reached_counts(tmp_path):
     table = format_table(rows, 0.8).splitlines()
     assert table[0].split("|")[1:-1] == [" configuration       ", " real steps to 0.8 ", " final success ",
                                          " wall time ", " seeds "]
-    assert "| fast " in table[2] and "250 ± 71" in table[2] and "60 s" in table[2]
+    assert "| fast " in table[2] and "250 ± 71" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
+    assert "| slow " in table[4] and "| 60 s " in table[4]  # one seed: no spread
     assert "not reached (1/2)" in table[5]
 
 
@@ -235,7 +237,8 @@ def test_a_failed_run_is_listed_as_failed_and_left_out_of_the_statistics(tmp_pat
     assert [row.label for row in rows] == ["algo=grpo,imagination.ratio=0.75", "algo=gigpo,imagination.ratio=0"]
     grpo, gigpo = rows
     assert grpo.steps == [200, 150, 240] and grpo.steps_mean == pytest.approx(590 / 3)
-    assert grpo.wall_mean_s == 150.0
+    assert grpo.wall_mean_s == 150.0 and grpo.wall_std_s == pytest.approx(50.0)  # 100, 200, 150 s
+    assert grpo.wall_text() == "2.5 ± 0.8 min"
     assert gigpo.seeds == 2 and gigpo.failed == 1 and gigpo.seeds_text() == "2 (1 failed)"
     assert gigpo.steps_text() == "not reached (1/2)"
     assert gigpo.final_mean == pytest.approx(0.775)  # the failed seed's 0.3 is not in it
@@ -274,6 +277,46 @@ def test_extra_panels_only_when_a_run_logged_them(tmp_path):
     assert panel_series(configs) == [None, "wm/one_step_exact_match", "imagination/return_gap"]
     make_run(tmp_path / "plain" / "r", ["seed=0"], [(0, 0.1), (10, 0.2)])
     assert panel_series(configurations(load_runs(tmp_path / "plain"))) == [None]
+
+
+def test_panel_curves_are_seed_means_of_the_logged_series(tmp_path):
+    # Two seeds log world-model exact match at different steps, a third never does (left out of the
+    # mean), a fourth failed; the gap panel skips a NaN the run wrote.
+    wm, gap = "wm/one_step_exact_match", "imagination/return_gap"
+    make_run(tmp_path / "mb_s0", ["imagination=dyna", "seed=0"], [(0, 0.1), (200, 0.5)], seed=0,
+             series={wm: [(50, 0.2), (150, 0.6)], gap: [(50, 0.5), (100, float("nan")), (150, -0.1)]})
+    make_run(tmp_path / "mb_s1", ["imagination=dyna", "seed=1"], [(0, 0.1), (200, 0.7)], seed=1,
+             series={wm: [(60, 0.4), (140, 0.8), (200, 1.0)], gap: [(60, 0.3), (140, 0.1)]})
+    make_run(tmp_path / "mb_s2", ["imagination=dyna", "seed=2"], [(0, 0.1), (200, 0.6)], seed=2)
+    make_run(tmp_path / "mb_s3", ["imagination=dyna", "seed=3"], [(0, 0.1)], seed=3, status="failed",
+             series={wm: [(50, 0.0), (150, 0.0)]})
+    make_run(tmp_path / "mf_s0", ["imagination=model_free", "seed=0"], [(0, 0.1), (200, 0.4)], seed=0)
+    configs = configurations(load_runs(tmp_path))
+    assert panel_series(configs) == [None, wm, gap]
+
+    curves = panel_curves(configs, wm)
+    assert list(curves) == ["imagination=dyna"]  # the model-free run logged none
+    exact = curves["imagination=dyna"]
+    # Grid 60..150 (latest first point, earliest last point); each seed holds its last value:
+    # 60: (0.2 + 0.4) / 2, 140: (0.2 + 0.8) / 2, 150: (0.6 + 0.8) / 2.
+    assert exact.seeds == 2 and exact.steps == [60, 140, 150]
+    assert exact.mean == pytest.approx([0.3, 0.5, 0.7])
+    assert exact.std == pytest.approx([math.sqrt(0.02), math.sqrt(0.18), math.sqrt(0.02)])
+    returns = panel_curves(configs, gap)["imagination=dyna"]
+    # The NaN at 100 steps is not a point: seed 0 holds 0.5 until 150.
+    assert returns.steps == [60, 140] and returns.mean == pytest.approx([0.4, 0.3])
+    success = panel_curves(configs, None)
+    assert success["imagination=dyna"].seeds == 3 and success["imagination=dyna"].mean[-1] == pytest.approx(0.6)
+
+    make_run(tmp_path / "plain" / "r", ["seed=0"], [(0, 0.1), (10, 0.2)])
+    plain = configurations(load_runs(tmp_path / "plain"))
+    assert panel_series(plain) == [None] and panel_curves(plain, wm) == {}
+
+
+def test_durations_keep_one_unit_for_mean_and_spread():
+    assert format_duration(45.2) == "45 s" and format_duration(45.2, 3.3) == "45 ± 3 s"
+    assert format_duration(150, 30) == "2.5 ± 0.5 min" and format_duration(7200, 360) == "2.0 ± 0.1 h"
+    assert format_duration(None) == "-" and format_duration(float("nan"), 1.0) == "-"
 
 
 def test_cli_on_a_sweep_prints_the_table_then_the_paths(tmp_path):
