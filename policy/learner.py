@@ -11,6 +11,12 @@ Everything the update compares goes through the same Fabric-wrapped modules, on 
 under its precision: old log-probs, reference log-probs, old values. ``advantages`` and ``old_logp``
 are ``(B, L)`` and are read on the response tokens only.
 
+Non-finite losses and gradients: a minibatch whose loss or gradient norm is NaN or infinite takes no
+optimizer step (its gradients are dropped and the optimizers' states are untouched); the update
+reports how many steps it skipped in ``losses/nonfinite_steps`` and averages its other metrics over
+the steps taken. After more than ``max_nonfinite_updates`` updates in a row with a skipped step,
+``update`` raises ``NonFiniteUpdateError``: the run is diverging, not hitting one bad batch.
+
 Multi-process: every rank must hold the same number of rows (so all ranks take the same number of
 optimizer steps); gradients are averaged across ranks by DDP, so with ``token-mean`` the update is
 the mean of the per-rank token means.
@@ -40,6 +46,10 @@ from policy.losses import (
     sequence_value_loss,
 )
 from policy.value_targets import ValueTargets
+
+
+class NonFiniteUpdateError(RuntimeError):
+    """Too many updates in a row had a non-finite loss or gradient."""
 
 
 @dataclass
@@ -116,7 +126,10 @@ class PPOLearner:
         seed: int,
         critic: torch.nn.Module | None = None,
         ref_model: torch.nn.Module | None = None,
+        max_nonfinite_updates: int = 3,
     ) -> None:
+        if max_nonfinite_updates < 0:
+            raise ValueError(f"max_nonfinite_updates must be >= 0, got {max_nonfinite_updates}")
         if cfg.kl_coef > 0 and ref_model is None:
             raise ValueError("PPOConfig.kl_coef > 0 needs a ref_model")
         if cfg.loss_agg == "seq-mean-token-sum-norm" and cfg.loss_scale_factor is None:
@@ -141,6 +154,8 @@ class PPOLearner:
         if ref_model is not None:  # frozen: not wrapped (DDP refuses a module without trainable parameters)
             self.ref_model = ref_model.requires_grad_(False).eval().to(fabric.device)
         self.num_updates = 0
+        self.max_nonfinite_updates = max_nonfinite_updates
+        self.nonfinite_in_a_row = 0  # consecutive updates that skipped a non-finite step
 
     @torch.no_grad()
     def old_logprobs(self, batch: TokenBatch, chunk_size: int) -> torch.Tensor:
@@ -221,17 +236,29 @@ class PPOLearner:
         if self.critic is not None:
             self.critic.train()
         totals: dict[str, float] = {}
-        steps = 0
+        steps = skipped = 0
         for epoch_minibatches in minibatches:
             for idx in epoch_minibatches:  # (b,)
                 minibatch = {k: v[idx] for k, v in per_row.items()}
                 minibatch_states = None if states is None else states.index(idx)
-                for key, metric in self._step(batch.index(idx), minibatch, value, minibatch_states).items():
+                step_metrics = self._step(batch.index(idx), minibatch, value, minibatch_states)
+                if step_metrics is None:  # non-finite: no step taken, nothing averaged in
+                    skipped += 1
+                    continue
+                for key, metric in step_metrics.items():
                     totals[key] = totals.get(key, 0.0) + metric
                 steps += 1
         self.num_updates += 1
+        self.nonfinite_in_a_row = self.nonfinite_in_a_row + 1 if skipped else 0
+        if self.nonfinite_in_a_row > self.max_nonfinite_updates:
+            raise NonFiniteUpdateError(
+                f"{self.nonfinite_in_a_row} updates in a row had a non-finite loss or gradient (the last skipped "
+                f"{skipped} of {skipped + steps} optimizer steps), more than max_nonfinite_updates="
+                f"{self.max_nonfinite_updates}: stopping; lower the learning rate or check the rewards and advantages"
+            )
 
-        metrics = {key: total / steps for key, total in totals.items()}
+        metrics = {key: total / max(steps, 1) for key, total in totals.items()}
+        metrics["losses/nonfinite_steps"] = float(skipped)
         if value is not None and value.old_values is not None:
             mask = batch.response_mask if value.level == "token" else per_row["value_mask"]
             metrics["losses/explained_variance"] = float(
@@ -282,8 +309,9 @@ class PPOLearner:
         tensors: dict[str, torch.Tensor],
         value: ValueTargets | None,
         states: CriticStates | None,
-    ) -> dict[str, float]:
-        """Loss, backward, clip and step on one minibatch; returns its metrics."""
+    ) -> dict[str, float] | None:
+        """Loss, backward, clip and step on one minibatch; returns its metrics, or None when the loss
+        or a gradient norm is not finite (then no optimizer steps)."""
         cfg = self.cfg
         mask = batch.response_mask.float()  # (b, L)
         weights = tensors.get("weights")  # (b,) or None
@@ -331,8 +359,13 @@ class PPOLearner:
         self.fabric.backward(loss)
         max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         norms = [
-            self.fabric.clip_gradients(model, optimizer, max_norm=max_norm) for model, optimizer in optimizers
+            self.fabric.clip_gradients(model, optimizer, max_norm=max_norm, error_if_nonfinite=False)
+            for model, optimizer in optimizers
         ]
+        if not self._all_finite([loss.detach(), *norms]):
+            for _, optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            return None
         for _, optimizer in optimizers:
             optimizer.step()
         metrics["losses/grad_norm"] = float(norms[0])
@@ -364,6 +397,13 @@ class PPOLearner:
         )
         return loss, float(stats["clipfrac"])
 
+    def _all_finite(self, values: list[torch.Tensor]) -> bool:
+        """True when every value is finite on every rank (ranks must skip a step together)."""
+        bad = torch.tensor(float(not all(bool(torch.isfinite(v).all()) for v in values)), device=self.fabric.device)
+        if self.fabric.world_size > 1:
+            bad = self.fabric.all_reduce(bad, reduce_op="sum")
+        return float(bad) == 0.0
+
     def _check_ranks_agree(self, num_minibatches: int) -> None:
         """Fail on every rank, instead of hanging, when ranks would take different numbers of steps."""
         if self.fabric.world_size == 1:
@@ -388,6 +428,7 @@ class PPOLearner:
             "policy": self.policy.state_dict(),
             "policy_optimizer": self.policy_optimizer.state_dict(),
             "num_updates": self.num_updates,
+            "nonfinite_in_a_row": self.nonfinite_in_a_row,
         }
         if self.critic is not None:
             state["critic"] = self.critic.state_dict()
@@ -395,7 +436,7 @@ class PPOLearner:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what ``state_dict`` returned (e.g. from ``fabric.load(path)``)."""
+        """Restore what ``state_dict`` returned (read back from safetensors and JSON, never a pickle)."""
         has_critic = "critic" in state
         if has_critic != (self.critic is not None):
             raise ValueError(
@@ -408,6 +449,7 @@ class PPOLearner:
             self.critic.load_state_dict(state["critic"])
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.num_updates = int(state["num_updates"])
+        self.nonfinite_in_a_row = int(state.get("nonfinite_in_a_row", 0))
 
 
 def _chunked(batch: TokenBatch, chunk_size: int, fn) -> torch.Tensor:

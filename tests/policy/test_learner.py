@@ -261,6 +261,7 @@ def test_value_loss_decreases_toward_fixed_returns(level):
     expected_keys = {
         "losses/policy_loss", "losses/value_loss", "losses/approx_kl", "losses/clipfrac", "losses/entropy",
         "losses/grad_norm", "losses/value_grad_norm", "losses/clipfrac_lower",
+        "losses/nonfinite_steps",
     }
     if level != "sequence":
         expected_keys |= {"losses/explained_variance", "losses/value_clipfrac"}
