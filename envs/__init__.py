@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from envs.agent import Agent, AgentView, ExpertAgent, RandomAgent
 from envs.base import Env, EpisodeDoneError, StepResult
-from envs.collect import BranchReplayError, collect, count_env_steps, group_env_seed
+from envs.collect import BranchReplayError, EnvFailure, collect, count_env_steps, group_env_seed
 from envs.trajectory import (
     SampledAction,
     Trajectory,
@@ -43,6 +43,7 @@ __all__ = [
     "AgentView",
     "BranchReplayError",
     "Env",
+    "EnvFailure",
     "EpisodeDoneError",
     "ExpertAgent",
     "RandomAgent",

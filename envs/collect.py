@@ -31,13 +31,20 @@ Three optional env extras, for envs that are not replayable simulators (a learne
   trajectory ids; it returns one ``StepResult`` per env, as ``env.step`` would have. Envs without
   a stepper are stepped one by one. What the stepper's randomness gives each env is the stepper's
   business (``imagination.DreamStepper`` documents its seeding).
+
+**An env that raises.** By default an exception from ``env.step`` propagates (the collection
+stops). Given ``on_env_error``, an env whose ``step`` raises ends that episode there: it is marked
+failed by an ``EnvFailure`` (its seed, the turn, the action, the error and the turns played before)
+passed to ``on_env_error``, left out of the returned trajectories (it is neither stored nor trained
+on: its end is the env's fault, not the agent's), and the other episodes go on. Its trajectory id
+is still used, so ids stay unique when the caller counts on from ``first_trajectory_id``.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from tqdm import tqdm
@@ -47,6 +54,22 @@ from envs.base import Env, StepResult
 from envs.trajectory import SampledAction, Source, Trajectory, Turn
 
 _SEED_STRIDE = 1_000_003  # a prime larger than any sensible n_groups: seeds of different `seed`s never meet
+
+
+@dataclass(frozen=True)
+class EnvFailure:
+    """An episode ended by its env raising inside ``step``."""
+
+    trajectory: Trajectory  # the turns played before the failing step
+    turn: int  # index of the turn whose step raised
+    action: str
+    error: Exception
+
+    def describe(self) -> str:
+        t = self.trajectory
+        return (f"env {t.env_name} (seed {t.seed}) raised inside step at turn {self.turn} on action {self.action!r}: "
+                f"{type(self.error).__name__}: {self.error}; trajectory {t.trajectory_id} of group {t.group_id} "
+                "marked failed and left out")
 
 
 class BranchReplayError(RuntimeError):
@@ -91,6 +114,7 @@ def collect(
     first_group_id: int = 0,
     first_trajectory_id: int = 0,
     progress: bool = True,
+    on_env_error: Callable[[EnvFailure], None] | None = None,
 ) -> list[Trajectory]:
     """Run ``group_size`` episodes per group and return them ordered by ``trajectory_id``.
 
@@ -108,7 +132,8 @@ def collect(
     turn's ``valid`` is ``info["valid"]`` (True if absent). The anchor observation is read before the
     agent acts, from ``env.anchor_observation()`` where the env has one, else the observation itself
     (a world-model env offers only ``reset`` / ``step``). The agent may answer with text or with
-    ``SampledAction``s; a sample is kept on its turn.
+    ``SampledAction``s; a sample is kept on its turn. ``on_env_error``: see the module docstring
+    (None: an env's exception propagates).
     """
     if group_size < 1:
         raise ValueError(f"need group_size >= 1, got {group_size}")
@@ -159,6 +184,7 @@ def collect(
         total=len(envs), desc="episodes", unit="ep", disable=None if progress else True, file=sys.stderr
     )
     active = list(range(len(envs)))
+    failed: set[int] = set()  # positions whose env raised (only with on_env_error)
     while active:
         anchors = [_anchor(envs[i], observations[i]) for i in active]  # before acting: the state acted in
         views = [
@@ -173,10 +199,15 @@ def collect(
         for action, text in zip(actions, texts, strict=True):
             if not isinstance(text, str):
                 raise TypeError(f"agent.act must return str or SampledAction, got {type(action).__name__}")
-        results = _step_all([envs[i] for i in active], texts)
+        results = _step_all([envs[i] for i in active], texts, catch=on_env_error is not None)
         still_active = []
         for i, text, sample, result, anchor in zip(active, texts, samples, results, anchors, strict=True):
             traj = trajectories[i]
+            if isinstance(result, Exception):
+                failed.add(i)
+                on_env_error(EnvFailure(traj, traj.num_turns, text, result))
+                bar.update(1)
+                continue
             traj.turns.append(
                 Turn(
                     observation=observations[i],
@@ -199,7 +230,7 @@ def collect(
                 still_active.append(i)
         active = still_active
     bar.close()
-    return trajectories
+    return [traj for i, traj in enumerate(trajectories) if i not in failed]
 
 
 def _group_starts(
@@ -239,14 +270,23 @@ def _group_starts(
     return starts
 
 
-def _step_all(envs: Sequence[Env], texts: Sequence[str]) -> list[StepResult]:
-    """Step each env with its action: envs sharing a ``batch_stepper`` in one call, others one by one."""
-    results: list[StepResult | None] = [None] * len(envs)
+def _step_all(envs: Sequence[Env], texts: Sequence[str], *, catch: bool = False) -> list[StepResult | Exception]:
+    """Step each env with its action: envs sharing a ``batch_stepper`` in one call, others one by one.
+
+    ``catch``: an env whose own ``step`` raises gets its exception in place of a result (a batch
+    stepper's exception still propagates: it is the model's failure, not one episode's).
+    """
+    results: list[StepResult | Exception | None] = [None] * len(envs)
     batches: dict[int, tuple[BatchStepper, list[int]]] = {}  # id(stepper) -> (stepper, positions)
     for position, env in enumerate(envs):
         stepper = getattr(env, "batch_stepper", None)
         if stepper is None:
-            results[position] = env.step(texts[position])
+            try:
+                results[position] = env.step(texts[position])
+            except Exception as error:  # noqa: BLE001 - any env bug; the caller decides (on_env_error)
+                if not catch:
+                    raise
+                results[position] = error
         else:
             batches.setdefault(id(stepper), (stepper, []))[1].append(position)
     for stepper, positions in batches.values():
