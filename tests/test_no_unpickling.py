@@ -13,8 +13,10 @@ from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrai
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("envs", "world_model", "critic", "policy", "imagination", "experiments")
 # Calls that run a pickle's code. torch.load is allowed only with weights_only=True on the same call.
-FORBIDDEN = re.compile(r"\b(pickle\.loads?|cloudpickle|dill\.|joblib\.load|fabric\.load|allow_pickle\s*=\s*True|"
-                       r"weights_only\s*=\s*False|torch\.serialization\.add_safe_globals)")
+FORBIDDEN = re.compile(
+    r"\b(pickle\.loads?|cloudpickle|dill\.|joblib\.load|fabric\.load|allow_pickle\s*=\s*True|"
+    r"weights_only\s*=\s*False|torch\.serialization\.add_safe_globals)"
+)
 TORCH_LOAD = re.compile(r"torch\.load\(([^()]|\([^()]*\))*\)", re.S)
 
 
@@ -27,17 +29,23 @@ def test_library_code_never_unpickles() -> None:
     for path in source_files():
         text = path.read_text(encoding="utf-8")
         for match in FORBIDDEN.finditer(text):
-            offences.append(f"{path.relative_to(REPO)}:{text.count(chr(10), 0, match.start()) + 1}: {match.group(0)}")
+            offences.append(
+                f"{path.relative_to(REPO)}:{text.count(chr(10), 0, match.start()) + 1}: {match.group(0)}"
+            )
         for match in TORCH_LOAD.finditer(text):
             if not re.search(r"weights_only\s*=\s*True", match.group(0)):
-                offences.append(f"{path.relative_to(REPO)}:{text.count(chr(10), 0, match.start()) + 1}: torch.load "
-                                "without weights_only=True")
+                offences.append(
+                    f"{path.relative_to(REPO)}:{text.count(chr(10), 0, match.start()) + 1}: torch.load "
+                    "without weights_only=True"
+                )
     assert offences == []
 
 
 def test_the_audit_catches_what_it_forbids() -> None:
     assert FORBIDDEN.search("state = pickle.load(f)") and FORBIDDEN.search("fabric.load(path)")
-    assert not re.search(r"weights_only\s*=\s*True", TORCH_LOAD.search("torch.load(p, map_location=dev('cpu'))")[0])
+    assert not re.search(
+        r"weights_only\s*=\s*True", TORCH_LOAD.search("torch.load(p, map_location=dev('cpu'))")[0]
+    )
     assert re.search(r"weights_only\s*=\s*True", TORCH_LOAD.search("torch.load(p, weights_only=True)")[0])
 
 

@@ -24,8 +24,14 @@ class BrokenGuessEnv(GuessEnv):
 
 def run(**kwargs):
     # count_up guesses 1, 2, 3, ...: seeds 10 and 11 hide 2 and 3, so unbroken they end on turns 2 and 3.
-    return collect(ScriptedAgent(count_up), lambda: BrokenGuessEnv(max_turns=6), group_seeds=[10, 11, 12],
-                   group_size=2, progress=False, **kwargs)
+    return collect(
+        ScriptedAgent(count_up),
+        lambda: BrokenGuessEnv(max_turns=6),
+        group_seeds=[10, 11, 12],
+        group_size=2,
+        progress=False,
+        **kwargs,
+    )
 
 
 def test_by_default_the_error_propagates() -> None:
@@ -43,5 +49,8 @@ def test_a_failing_episode_is_reported_with_its_seed_and_the_others_go_on() -> N
         (11, 102, 2, "guess 3"),
         (11, 103, 2, "guess 3"),
     ]
-    assert [t.action for t in failures[0].trajectory.turns] == ["guess 1", "guess 2"]  # played before the error
+    assert [t.action for t in failures[0].trajectory.turns] == [
+        "guess 1",
+        "guess 2",
+    ]  # played before the error
     assert "seed 11" in failures[0].describe() and "ValueError: simulator crashed" in failures[0].describe()

@@ -66,8 +66,10 @@ def test_too_many_nonfinite_updates_in_a_row_stop_with_a_clear_message() -> None
     learner = make_learner(tiny_lm(), PPOConfig(epochs=1, minibatch_size=64), max_nonfinite_updates=2)
     learner.update(batch, advantages_with(batch, 1))
     learner.update(batch, advantages_with(batch, 1))  # two in a row: still allowed
-    with pytest.raises(NonFiniteUpdateError, match="3 updates in a row had a non-finite loss or gradient.*"
-                       "max_nonfinite_updates=2"):
+    with pytest.raises(
+        NonFiniteUpdateError,
+        match="3 updates in a row had a non-finite loss or gradient.*max_nonfinite_updates=2",
+    ):
         learner.update(batch, advantages_with(batch, 1))
 
 
