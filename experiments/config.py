@@ -201,11 +201,19 @@ class TrainerConfig:
     precision: str = "32-true"
     """Fabric precision, e.g. bf16-mixed on GPUs."""
     checkpoint_every: int = 0
-    """Iterations between policy snapshots in ``checkpoints/`` (0: only the final ``policy/``)."""
+    """Iterations between checkpoints in ``checkpoints/iteration_N/`` (0: none, only the final ``policy/``).
+    Each holds everything ``resume=RUN_DIR`` needs to continue the run exactly (the newest two are
+    kept), and is also a policy folder ``experiments.evaluate`` can play."""
     transcripts_every: int = 10
     """Iterations between logged sample transcripts."""
     progress: bool = True
     """Show progress bars."""
+    max_nonfinite_updates: int = 3
+    """Policy updates in a row allowed a non-finite loss or gradient (those optimizer steps are skipped,
+    and logged with the iteration); one more stops the run with an error saying so."""
+    on_env_error: str = "skip"
+    """An environment raising inside ``step``: ``skip`` marks that episode failed, logs it with its seed
+    and goes on without it; ``raise`` stops the run."""
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     """Behaviour-cloning warm start."""
 
@@ -215,6 +223,9 @@ class TrainerConfig:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"trainer.max_turns must be >= 1 or null, got {self.max_turns}")
+        check_int("trainer.max_nonfinite_updates", self.max_nonfinite_updates, 0)
+        if self.on_env_error not in ("skip", "raise"):
+            raise ValueError(f"trainer.on_env_error must be 'skip' or 'raise', got {self.on_env_error!r}")
         if self.max_env_steps is not None and self.max_env_steps < 1:
             raise ValueError(f"trainer.max_env_steps must be >= 1 or null, got {self.max_env_steps}")
         if self.checkpoint_every < 0:
@@ -232,6 +243,8 @@ class TrainConfig:
     imagination: Any = MISSING
     seed: int = 0
     """The one seed: env seeds, model init, sampling and shuffling derive from it."""
+    resume: str | None = None
+    """A run folder to continue from its newest checkpoint, in that folder (``experiments/resume.py``)."""
 
 
 @dataclass
@@ -246,9 +259,15 @@ class Resolved:
     world_model: WorldModelOptions
     imagination: ImaginationConfig
     seed: int
+    resume: str | None = None
 
 
 def register_configs() -> None:
+    # conf/train.yaml: a resumed run's Hydra folder is the run folder, without a new .hydra/ record.
+    OmegaConf.register_new_resolver("resume_or", lambda resume, default: default if resume is None else resume,
+                                    replace=True)
+    OmegaConf.register_new_resolver("hydra_subdir", lambda resume: ".hydra" if resume is None else None,
+                                    replace=True)
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     store.store(group="env", name="env_schema", node=EnvConfig)
@@ -271,4 +290,5 @@ def validate(cfg: DictConfig) -> Resolved:
         world_model=OmegaConf.to_object(cfg.world_model),
         imagination=OmegaConf.to_object(cfg.imagination),
         seed=int(cfg.seed),
+        resume=cfg.resume,
     )

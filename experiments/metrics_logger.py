@@ -14,13 +14,15 @@ from lightning.fabric.loggers import TensorBoardLogger
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, *, purge_step: int | None = None) -> None:
+        """``purge_step``: a resumed run hides TensorBoard events from that step on, which the crashed
+        attempt logged after its checkpoint (``metrics.jsonl`` is rewound by the resume itself)."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = self.run_dir / "metrics.jsonl"
         self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
         # name="" and version="": the events go straight into <run_dir>/tensorboard.
-        self._tb = TensorBoardLogger(root_dir=self.run_dir / "tensorboard", name="", version="")
+        self._tb = TensorBoardLogger(root_dir=self.run_dir / "tensorboard", name="", version="", purge_step=purge_step)
 
     def log(self, metrics: dict[str, float], *, real_env_steps: int, iteration: int) -> None:
         record = {"iteration": iteration, "charts/real_env_steps": real_env_steps}

@@ -19,24 +19,37 @@ import copy
 import dataclasses
 import json
 import random
+import sys
 import time
 from collections import deque
 from pathlib import Path
 
 import hydra
 import torch
+from hydra.core.hydra_config import HydraConfig
 from lightning.fabric import Fabric
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
-from envs import Trajectory, TrajectoryStore, collect, count_env_steps, make
+from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.splits import split_seeds
+from experiments.checkpoint import Checkpoint, LoopState, save_checkpoint
 from experiments.config import Resolved, register_configs, validate
 from experiments.evaluation import evaluate, render_transcript, summarise, training_eval_seeds
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
-from experiments.seeding import derive_seed
+from experiments.resume import (
+    CHECKPOINTS,
+    capture_rng,
+    config_record,
+    count_lines,
+    restore_rng,
+    resume_config,
+    resume_from,
+    trajectories_by_id,
+)
+from experiments.seeding import derive_seed, seed_global_rngs
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.counterfactual_gigpo import CounterfactualGiGPO
@@ -117,14 +130,17 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     env_kwargs = dict(run.env.kwargs)
 
     env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
+    seed_global_rngs(derive_seed(run.seed, "global"))  # the loop's own streams never read these
     if trainer.devices != 1:
         raise ValueError("trainer.devices must be 1 in experiments/train.py for now: the PPO learner runs on several "
                          "Fabric processes (tests/policy/test_learner_ddp.py) but this loop does not launch them yet")
     fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
                     precision=trainer.precision)
+    # resume=RUN_DIR: continue from the newest checkpoint, with what the killed run wrote after it undone.
+    checkpoint = resume_from(run, run_dir, run_dir / "trajectories") if run.resume else None
     policy = build_policy(run, env.vocabulary())
     critic = build_critic(run, policy, env.vocabulary())
-    logger = MetricsLogger(run_dir)
+    logger = MetricsLogger(run_dir, purge_step=checkpoint.loop.real_env_steps + 1 if checkpoint else None)
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
     imagination = run.imagination
     world_model = None  # built only when the run imagines: ratio 0 is the model-free run, untouched
@@ -153,7 +169,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     #    Its env steps (expert demonstrations) are reported apart from the RL x-axis.
     warm_start_env_steps = 0
     experts: list[Trajectory] = []
-    if trainer.warm_start.enabled and not run.policy.pretrained:
+    if trainer.warm_start.enabled and not run.policy.pretrained and checkpoint is None:
         ws = trainer.warm_start
         experts = expert_trajectories(run.env.name, seeds=task_seeds("train", ws.expert_episodes, "expert"),
                                       env_kwargs=env_kwargs, max_turns=trainer.max_turns)
@@ -169,7 +185,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     # The reference policy of the optional KL penalty is the policy RL starts from.
     ref_model = copy.deepcopy(policy.model).eval() if algo.ppo.kl_coef > 0 else None
     learner = PPOLearner(fabric, policy.model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
-                         critic=critic, ref_model=ref_model)
+                         critic=critic, ref_model=ref_model, max_nonfinite_updates=trainer.max_nonfinite_updates)
 
     real_env_steps = 0
     next_ids = {"group": 0, "trajectory": 0}  # ids stay unique across every collection of the run
@@ -178,7 +194,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     branch_rng = random.Random(derive_seed(run.seed, "branch-points"))
     real_credit, warmup_left, imagined_groups_total, groups_total = 0.0, imagination.warmup_iterations, 0, 0
     world_model_fitted = False
-    if world_model is not None and experts and imagination.fit_on_warm_start:
+    if world_model is not None and experts and imagination.fit_on_warm_start:  # (never when resuming)
         # The expert demonstrations are real episodes (their steps are reported apart): the world
         # model starts from them, and the gate reads its first score on a held-out tenth.
         experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
@@ -192,12 +208,52 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         world_model_fitted = True
         gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
         logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
-    start = time.monotonic()
-    metrics = evaluate_policy()
-    logger.log(metrics, real_env_steps=0, iteration=0)
-    history = [{"iteration": 0, "charts/real_env_steps": 0, **metrics}]
+    # Everything a checkpoint holds besides the counters: weights, optimiser moments, RNG streams.
+    modules = {"world_model": world_model, "ref_model": ref_model,
+               "counterfactual_critic": counterfactual.critic if counterfactual is not None else None}
+    generators, randoms = {"sampling": policy.generator}, {"branch_points": branch_rng}
 
-    bar = tqdm(range(1, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}", disable=not trainer.progress)
+    def save_run_checkpoint(iteration: int, stopped: bool) -> None:
+        """Everything the loop needs to go on after ``iteration``; also a policy folder to evaluate."""
+        loop = LoopState(
+            iteration=iteration, real_env_steps=real_env_steps, warm_start_env_steps=warm_start_env_steps,
+            next_ids=dict(next_ids), history=history, metrics_lines=count_lines(logger.jsonl_path),
+            store_trajectories=len(store), elapsed_s=time.monotonic() - start, stopped=stopped,
+            imagination={"gate": dataclasses.asdict(gate), "real_credit": real_credit, "warmup_left": warmup_left,
+                         "imagined_groups_total": imagined_groups_total, "groups_total": groups_total,
+                         "world_model_fitted": world_model_fitted, "recent_ids": [t.trajectory_id for t in recent]},
+        )
+        state = {"learner": learner.state_dict(), "rng": capture_rng(generators, randoms),
+                 **{name: None if module is None else module.state_dict() for name, module in modules.items()}}
+        save_checkpoint(run_dir / CHECKPOINTS, Checkpoint(config_record(run), loop, state),
+                        write_extra=lambda folder: save_policy(policy, folder))
+
+    start = time.monotonic()
+    if checkpoint is None:
+        metrics = evaluate_policy()
+        logger.log(metrics, real_env_steps=0, iteration=0)
+        history = [{"iteration": 0, "charts/real_env_steps": 0, **metrics}]
+        first_iteration = 1
+    else:  # resumed: every counter, weight and RNG stream as they were after the checkpoint's iteration
+        loop, saved = checkpoint.loop, checkpoint.state
+        real_env_steps, warm_start_env_steps, next_ids, history = (
+            loop.real_env_steps, loop.warm_start_env_steps, dict(loop.next_ids), loop.history)
+        for name, value in loop.imagination.pop("gate").items():
+            setattr(gate, name, value)
+        real_credit, warmup_left, imagined_groups_total, groups_total, world_model_fitted = (
+            loop.imagination[name] for name in ("real_credit", "warmup_left", "imagined_groups_total",
+                                                "groups_total", "world_model_fitted"))
+        recent.extend(trajectories_by_id(store, loop.imagination["recent_ids"]))
+        learner.load_state_dict(saved["learner"])
+        for name, module in modules.items():
+            if module is not None:
+                module.load_state_dict(saved[name])
+        restore_rng(saved["rng"], generators, randoms)
+        start = time.monotonic() - loop.elapsed_s
+        first_iteration = trainer.iterations + 1 if loop.stopped else loop.iteration + 1
+
+    bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}",
+               initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress)
     for iteration in bar:
         iteration_start = time.monotonic()
         # 2. How many of the update's groups are real and how many imagined: all real until the
@@ -215,14 +271,20 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         #    step counts, also those of groups that dynamic sampling drops.
         collected: list[Trajectory] = []
 
-        def sample(round_index: int, iteration: int = iteration, collected: list = collected, n_real: int = n_real):
+        def sample(round_index: int, iteration: int = iteration, collected: list = collected, n_real: int = n_real,
+                   steps_before: int = real_env_steps):
+            failures: list[EnvFailure] = []  # episodes whose env raised (trainer.on_env_error=skip)
             trajectories = collect(
                 policy, run.env.name, env_kwargs=env_kwargs, group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False,
                 group_seeds=task_seeds("train", n_real, "train", iteration, round_index),
                 first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
+                on_env_error=failures.append if trainer.on_env_error == "skip" else None,
             )
             next_ids["group"] += n_real
-            next_ids["trajectory"] += len(trajectories)
+            next_ids["trajectory"] += len(trajectories) + len(failures)  # a failed episode's id stays used
+            for failure in failures:
+                log_fault(logger, run_dir, "faults/env_error", f"iteration {iteration}: {failure.describe()}",
+                          real_env_steps=steps_before)
             for trajectory in trajectories:
                 trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
             collected.extend(trajectories)
@@ -296,6 +358,10 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 
             # 6. Clipped policy update; old log-probs through the learner's own Fabric module.
             stats = learner.update(batch.tokens, advantages, weights=batch.weights, value=value)
+            if stats.get("losses/nonfinite_steps"):
+                log_fault(logger, run_dir, "faults/nonfinite", f"iteration {iteration}: "
+                          f"{stats['losses/nonfinite_steps']:.0f} optimizer steps had a non-finite loss or gradient "
+                          "and were skipped", real_env_steps=real_env_steps)
         update_s = time.monotonic() - update_start
 
         # 7. Log against real env steps.
@@ -314,8 +380,6 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         }
         if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
             metrics.update(evaluate_policy())
-        if trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
-            save_policy(policy, run_dir / "checkpoints" / f"iteration_{iteration:05d}")
         if iteration % trainer.transcripts_every == 0 and trajectories:
             logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=real_env_steps)
         logger.log(metrics, real_env_steps=real_env_steps, iteration=iteration)
@@ -323,11 +387,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=real_env_steps)
         out_of_time = trainer.time_budget_s is not None and time.monotonic() - start > trainer.time_budget_s
         out_of_steps = trainer.max_env_steps is not None and real_env_steps >= trainer.max_env_steps
-        if out_of_time or out_of_steps:
-            if "eval/success_rate" not in metrics:
-                final = evaluate_policy()
-                logger.log(final, real_env_steps=real_env_steps, iteration=iteration)
-                history[-1].update(final)
+        stop = out_of_time or out_of_steps
+        if stop and "eval/success_rate" not in metrics:
+            final = evaluate_policy()
+            logger.log(final, real_env_steps=real_env_steps, iteration=iteration)
+            history[-1].update(final)
+        if trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
+            save_run_checkpoint(iteration, stopped=stop)
+        if stop:
             break
 
     save_policy(policy, run_dir / "policy")
@@ -346,6 +413,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         print(format_imagination_summary(summary["imagination"]))
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def log_fault(logger: MetricsLogger, run_dir: Path, tag: str, text: str, *, real_env_steps: int) -> None:
+    """A fault the run survived: on stderr now, in TensorBoard, and a line of the run's ``faults.log``."""
+    tqdm.write(text, file=sys.stderr)
+    logger.log_text(tag, text, real_env_steps=real_env_steps)
+    with open(run_dir / "faults.log", "a", encoding="utf-8") as handle:
+        handle.write(f"{tag}\t{text}\n")
 
 
 def critic_advantages(
@@ -384,6 +459,8 @@ def save_policy(policy: LMPolicy, folder: Path) -> None:
 
 @hydra.main(config_path="conf", config_name="train", version_base=None)
 def main(cfg: DictConfig) -> None:
+    if cfg.resume is not None:  # the saved config, or a refusal naming the keys the command line changes
+        cfg = resume_config(cfg, list(HydraConfig.get().overrides.task), validate)
     run_job(cfg, validate, train)
 
 

@@ -1,0 +1,241 @@
+"""Resuming a run from its newest checkpoint: the config check, RNG states, and rewinding the run folder.
+
+``python -m experiments.train resume=RUN_DIR`` continues the run in ``RUN_DIR``. With nothing else on
+the command line the saved config is used; a command line that composes a different config is
+refused, naming every key that differs (repeating the original command with ``resume=`` added is
+accepted). The loop then starts after the checkpoint's iteration, with every RNG where it was, so
+the run ends exactly as an uninterrupted one would (bit for bit on CPU).
+
+What the killed process did after its last checkpoint is undone first: lines of ``metrics.jsonl``
+past the checkpoint are dropped, and trajectories it appended to the store are rolled back, so
+re-collecting them neither duplicates nor loses one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from envs.store import TrajectoryStore
+from envs.trajectory import Trajectory
+from experiments.checkpoint import Checkpoint, CheckpointError, LoopState, load_latest
+
+CHECKPOINTS = "checkpoints"
+NOT_COMPARED = ("resume",)  # keys that may differ between the saved config and a resume's
+
+
+def config_record(run: Any) -> dict[str, Any]:
+    """The run's config as plain JSON values (a ``Resolved`` or any dataclass), without ``resume``."""
+    record = json.loads(json.dumps(dataclasses.asdict(run)))
+    for key in NOT_COMPARED:
+        record.pop(key, None)
+    return record
+
+
+def differing_keys(saved: Any, current: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested dicts (a key on one side only counts)."""
+    if not (isinstance(saved, dict) and isinstance(current, dict)):
+        return [] if saved == current else [prefix.rstrip(".")]
+    keys: list[str] = []
+    for key in sorted(set(saved) | set(current), key=str):
+        if key in saved and key in current:
+            keys += differing_keys(saved[key], current[key], f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def describe_differences(saved: dict[str, Any], current: dict[str, Any], keys: list[str]) -> str:
+    def value(record: dict[str, Any], key: str) -> str:
+        for part in key.split("."):
+            if not isinstance(record, dict) or part not in record:
+                return "(absent)"
+            record = record[part]
+        return json.dumps(record)
+
+    return "; ".join(f"{key}: saved {value(saved, key)}, now {value(current, key)}" for key in keys)
+
+
+def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictConfig:
+    """The config to resume ``cfg.resume`` with, or SystemExit with one line saying why not.
+
+    ``task_overrides`` are the command line's overrides: when ``resume=`` is the only one the saved
+    config is used as it is; otherwise the composed ``cfg`` must equal the saved one.
+    """
+    run_dir = Path(cfg.resume)
+    if not run_dir.is_dir():
+        raise SystemExit(f"resume={run_dir}: no such run folder")
+    if (run_dir / "done").exists():
+        raise SystemExit(f"resume={run_dir}: that run has finished (it has a done marker); nothing to resume")
+    try:
+        saved = load_latest(run_dir / CHECKPOINTS).config
+    except CheckpointError as err:
+        raise SystemExit(f"resume={run_dir}: {err}") from None
+    others = [o for o in task_overrides if o.lstrip("+~").split("=", 1)[0] not in NOT_COMPARED]
+    if others:
+        current = config_record(validate(cfg))
+        keys = differing_keys(saved, current)
+        if keys:
+            raise SystemExit(
+                f"resume={run_dir}: the command line's config differs from the saved one in "
+                f"{len(keys)} key(s): {describe_differences(saved, current, keys)}"
+            )
+        return cfg
+    resumed = cfg.copy()
+    for key, value in saved.items():
+        node = cfg.get(key)
+        if (
+            OmegaConf.is_config(node)
+            and OmegaConf.get_type(node) is not None
+            and dataclasses.is_dataclass(OmegaConf.get_type(node))
+        ):  # a config group: rebuild its schema with the saved values (kwargs dicts replaced whole)
+            resumed[key] = OmegaConf.merge(OmegaConf.structured(OmegaConf.get_type(node)), value)
+        else:
+            resumed[key] = value
+    return resumed
+
+
+def check_config(saved: dict[str, Any], run: Any, run_dir: Path) -> None:
+    """Refuse (CheckpointError) a run whose config is not the checkpoint's."""
+    current = config_record(run)
+    keys = differing_keys(saved, current)
+    if keys:
+        raise CheckpointError(
+            f"the checkpoint in {run_dir} was written by a run with another config: "
+            f"{describe_differences(saved, current, keys)}"
+        )
+
+
+def resume_from(run: Any, run_dir: Path, store_path: Path) -> Checkpoint:
+    """The newest checkpoint of ``run_dir``, checked against ``run``'s config, with the folder rewound to it."""
+    checkpoint = load_latest(run_dir / CHECKPOINTS)
+    check_config(checkpoint.config, run, run_dir)
+    rewind_run_folder(run_dir, checkpoint.loop, store_path)
+    return checkpoint
+
+
+def trajectories_by_id(store: TrajectoryStore, ids: list[int]) -> list[Trajectory]:
+    """The stored trajectories with these ids, in the order given (their token samples are not stored)."""
+    by_id = {t.trajectory_id: t for t in store.load()}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise CheckpointError(
+            f"the store {store.path} lacks trajectories {missing[:5]} the checkpoint branches from"
+        )
+    return [by_id[i] for i in ids]
+
+
+def count_lines(path: Path) -> int:
+    """Complete lines of a text file (0 when it does not exist)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+# -- RNG states ---------------------------------------------------------------------------------------
+
+
+def capture_rng(generators: dict[str, torch.Generator], randoms: dict[str, random.Random]) -> dict[str, Any]:
+    """Every RNG state the loop draws from: the global Python, NumPy and torch (CUDA too) ones, and
+    the loop's own ``generators`` and ``randoms`` by name."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [
+            kind,
+            torch.from_numpy(keys.astype(np.int64)),
+            int(position),
+            int(has_gauss),
+            float(cached),
+        ],
+        "torch": torch.get_rng_state(),
+        "generators": {name: g.get_state() for name, g in generators.items()},
+        "randoms": {name: r.getstate() for name, r in randoms.items()},
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(
+    state: dict[str, Any], generators: dict[str, torch.Generator], randoms: dict[str, random.Random]
+) -> None:
+    random.setstate(state["python"])
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if set(state["generators"]) != set(generators) or set(state["randoms"]) != set(randoms):
+        raise CheckpointError(
+            f"the checkpoint holds RNGs {sorted(state['generators'])} + {sorted(state['randoms'])}, "
+            f"this run has {sorted(generators)} + {sorted(randoms)}"
+        )
+    for name, generator in generators.items():
+        generator.set_state(state["generators"][name])
+    for name, rng in randoms.items():
+        rng.setstate(state["randoms"][name])
+
+
+# -- the run folder -----------------------------------------------------------------------------------
+
+
+def rewind_run_folder(run_dir: Path, loop: LoopState, store_path: Path) -> None:
+    """Undo what was written after the checkpoint: later ``metrics.jsonl`` lines and store appends."""
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.exists():
+        lines = metrics.read_bytes().split(b"\n")
+        if len([line for line in lines[: loop.metrics_lines] if line.strip()]) < loop.metrics_lines:
+            raise CheckpointError(
+                f"{metrics} holds fewer lines than the checkpoint recorded ({loop.metrics_lines})"
+            )
+        _replace_file(metrics, b"".join(line + b"\n" for line in lines[: loop.metrics_lines]))
+    rollback_store(store_path, loop.store_trajectories)
+    (run_dir / "failed").unlink(missing_ok=True)  # a marker of the crashed attempt, not of this one
+
+
+def rollback_store(path: Path, keep: int) -> None:
+    """Keep only the first ``keep`` trajectories of the store at ``path``, through its public API.
+
+    The kept ones are written as a new store beside it (``<name>.rollback``), which then replaces
+    the old one by two renames. Killed in between, the next call finds the store folder gone and
+    the complete ``.rollback`` one, and finishes the swap.
+    """
+    staging, discard = path.with_name(path.name + ".rollback"), path.with_name(path.name + ".discard")
+    if not path.exists() and staging.exists():  # a rollback killed between its renames
+        os.rename(staging, path)
+    shutil.rmtree(discard, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    store = TrajectoryStore(path)
+    held = len(store)
+    if held == keep:
+        return
+    if held < keep:
+        raise CheckpointError(
+            f"the store {path} holds {held} trajectories, fewer than the {keep} the checkpoint "
+            "recorded: it lost data, so this run cannot be resumed exactly"
+        )
+    kept = store.load()[:keep]
+    if kept:
+        TrajectoryStore(staging).append(kept)
+    else:
+        staging.mkdir()
+    os.rename(path, discard)
+    os.rename(staging, path)
+    shutil.rmtree(discard)
+
+
+def _replace_file(path: Path, content: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(content)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

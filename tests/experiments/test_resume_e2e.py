@@ -1,0 +1,166 @@
+"""Crash and resume end to end: a run killed with SIGKILL and resumed ends exactly as an uninterrupted one.
+
+Two runs are started in subprocesses and killed; meanwhile the uninterrupted reference runs (same
+command, same seed) train inside the test process. Each killed run is then resumed with
+``resume=RUN_DIR`` and must end with the reference's metrics (wall times aside), its weights bit for
+bit, and its trajectory store trajectory for trajectory: nothing the killed attempt stored after
+its checkpoint is kept twice, nothing before it is lost. The two cases kill:
+
+- model-free GRPO, in the middle of writing the iteration-4 checkpoint (a testing hook SIGKILLs the
+  process after the files are written, before they are published), so it resumes from iteration 2,
+  through the command line;
+- model-based PPO (latent critic, world model, imagined groups), from outside, as soon as iteration 3
+  is logged, wherever the process then is.
+
+A damaged checkpoint and a resume whose command line changes the config are refused with one line,
+a non-zero exit and nothing in the run folder changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from envs import TrajectoryStore
+from experiments.checkpoint import KILL_BEFORE_PUBLISH_ENV
+from tests.experiments.in_process import train_in_process
+from tests.experiments.test_imagination_e2e import SMALL_WORLD_MODEL
+from tests.experiments.test_train_e2e import TINY, assert_ok, finish, read_records, start_train
+
+pytestmark = pytest.mark.slow
+
+ITERATIONS = 5
+COMMON = [*TINY, f"trainer.iterations={ITERATIONS}", "trainer.checkpoint_every=2", "trainer.eval_every=3"]
+CASES = {
+    "model_free": [*COMMON, "algo=grpo"],
+    "model_based": [
+        *COMMON,
+        "algo=ppo_turn",
+        "critic=latent",
+        "trainer.max_turns=4",
+        *SMALL_WORLD_MODEL,
+        "imagination=dyna",
+        "imagination.ratio=0.5",
+        "imagination.gate_threshold=0",
+    ],
+}
+TIMING = ("time/", "charts/elapsed_s")
+
+
+def comparable(run_dir: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in read_records(run_dir)]
+
+
+def kill_when_logged(proc, run_dir: Path, iteration: int, timeout_s: float = 600) -> None:
+    """SIGKILL ``proc`` as soon as ``metrics.jsonl`` holds ``iteration`` (line ``iteration + 1``)."""
+    deadline = time.monotonic() + timeout_s
+    metrics = run_dir / "metrics.jsonl"
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_bytes().count(b"\n") > iteration:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def assert_same_run(resumed: Path, reference: Path) -> None:
+    records = comparable(resumed)
+    assert [r["iteration"] for r in records] == list(range(ITERATIONS + 1))
+    assert records == comparable(reference)
+    for name in ("policy/model.safetensors", "critic/model.safetensors", "world_model/model.safetensors"):
+        if (reference / name).exists():
+            a, b = load_file(str(resumed / name)), load_file(str(reference / name))
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    stored, expected = (TrajectoryStore(d / "trajectories").load() for d in (resumed, reference))
+    assert [t.trajectory_id for t in stored] == [t.trajectory_id for t in expected]  # none lost or duplicated
+    assert stored == expected
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (resumed, reference)]
+    assert [{k: v for k, v in s.items() if k != "wall_s"} for s in summaries][0] == {
+        k: v for k, v in summaries[1].items() if k != "wall_s"
+    }
+    assert sorted(p.name for p in (resumed / "checkpoints").iterdir()) == [
+        "iteration_00002",
+        "iteration_00004",
+    ]
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    """Killed runs of both cases (subprocesses) and their references (in this process); their folders."""
+    root = tmp_path_factory.mktemp("resume")
+    dirs = {name: (root / f"{name}_reference", root / f"{name}_killed") for name in CASES}
+    os.environ[KILL_BEFORE_PUBLISH_ENV] = "4"  # inherited by the model-free killed run only
+    try:
+        killed_mf = start_train(*CASES["model_free"], f"hydra.run.dir={dirs['model_free'][1]}")
+    finally:
+        del os.environ[KILL_BEFORE_PUBLISH_ENV]
+    killed_mb = start_train(*CASES["model_based"], f"hydra.run.dir={dirs['model_based'][1]}")
+    killer = threading.Thread(target=kill_when_logged, args=(killed_mb, dirs["model_based"][1], 3))
+    killer.start()
+    for name in CASES:
+        train_in_process(CASES[name], dirs[name][0])
+    killer.join()
+    assert killed_mb.returncode == -signal.SIGKILL, (
+        f"the model-based run was not killed ({killed_mb.returncode})"
+    )
+    killed_mf.wait(timeout=300)
+    assert killed_mf.returncode == -signal.SIGKILL, killed_mf.stderr.read()[-3000:]
+    return dirs
+
+
+def test_killed_while_writing_a_checkpoint_resumes_exactly(crashed, tmp_path):
+    reference, killed = crashed["model_free"]
+    checkpoints = killed / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if not p.name.startswith(".tmp-")) == [
+        "iteration_00002"
+    ]
+    assert any(p.name.startswith(".tmp-") for p in checkpoints.iterdir())  # the unpublished iteration-4 write
+    assert len(read_records(killed)) == 5  # iterations 0 .. 4 were logged before the kill
+    # A damaged newest checkpoint is refused, on a copy, before anything is touched.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(killed, damaged)
+    tensors = damaged / "checkpoints" / "iteration_00002" / "state.safetensors"
+    tensors.write_bytes(tensors.read_bytes()[: tensors.stat().st_size // 2])
+    before = folder_digest(damaged)
+    procs = [start_train(f"resume={damaged}"), start_train(f"resume={killed}")]
+    refused, resumed = (finish(proc) for proc in procs)
+    assert_ok(resumed)
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stderr
+    assert "iteration_00002 is damaged" in refused.stderr and "state.safetensors" in refused.stderr, (
+        refused.stderr
+    )
+    assert folder_digest(damaged) == before
+    assert_same_run(killed, reference)
+
+
+def test_killed_mid_run_resumes_exactly_model_based(crashed):
+    reference, killed = crashed["model_based"]
+    before = folder_digest(killed)
+    # A command line that changes a key is refused, naming it, and nothing is touched; the same
+    # command with resume= added is accepted.
+    with pytest.raises(SystemExit, match=r"trainer.group_size: saved 4, now 3"):
+        train_in_process([*CASES["model_based"], "trainer.group_size=3", f"resume={killed}"], killed)
+    assert folder_digest(killed) == before
+    train_in_process([*CASES["model_based"], f"resume={killed}"], killed)
+    assert_same_run(killed, reference)
+    records = read_records(killed)
+    assert sum(r["imagination/imagined_groups"] for r in records[1:]) > 0  # it did imagine
