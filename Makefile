@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# A model-based run against its model-free baseline on a small task, then their report (a few minutes
+# on CPU). Extra Hydra overrides: make run RUN_ARGS="seed=1".
 run: $(STAMP)
-	$(PY) -m experiments.train experiment=hidden_number trainer.iterations=150
+	$(PY) -m experiments.train -m experiment=quick $(RUN_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --durations=15

@@ -3,27 +3,42 @@
 from __future__ import annotations
 
 import json
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+DONE, FAILED = "done", "failed"
 
-def run_job(cfg: DictConfig, validate: Callable[[DictConfig], Any], work: Callable[[Any, Path], dict]) -> dict:
+
+def run_job(
+    cfg: DictConfig, validate: Callable[[DictConfig], Any], work: Callable[[Any, Path], dict]
+) -> dict | None:
     """Validate ``cfg`` (naming a bad key before any work), write ``config.yaml``, run ``work(run,
     run_dir)`` in Hydra's run directory and leave ``done`` (the summary) or ``failed`` (the
-    traceback), so a multirun shows which jobs failed and why."""
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    traceback), so a multirun shows which jobs failed and why.
+
+    A single run re-raises the error (the command exits non-zero). A job of a multirun returns None
+    instead: Hydra's launcher would otherwise stop the sweep at the first failed job and hide the
+    others; ``experiments.sweep.SweepEnd`` lists the failed jobs when the sweep ends."""
+    hydra_config = HydraConfig.get()
+    run_dir = Path(hydra_config.runtime.output_dir)
     try:
         run = validate(cfg)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         summary = work(run, run_dir)
-    except BaseException:
-        (run_dir / "failed").write_text(traceback.format_exc())
-        raise
-    (run_dir / "done").write_text(json.dumps(summary))
+    except BaseException as error:
+        (run_dir / FAILED).write_text(traceback.format_exc())
+        if hydra_config.mode != RunMode.MULTIRUN or not isinstance(error, Exception):
+            raise  # a single run exits non-zero; Ctrl-C stops the whole sweep
+        traceback.print_exc()
+        print(f"job failed, traceback in {run_dir / FAILED}; the sweep goes on", file=sys.stderr, flush=True)
+        return None
+    (run_dir / DONE).write_text(json.dumps(summary))
     print(json.dumps(summary, indent=2))
     return summary

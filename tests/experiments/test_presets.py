@@ -1,0 +1,137 @@
+"""The named experiments of ``conf/experiment/``: each composes and validates, and each sweep preset
+expands (through ``hydra.sweeper.params``) into the jobs its description promises."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from experiments.config import register_configs, validate
+
+CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
+register_configs()
+SWEEPS = {  # preset -> the swept key and its values, as the issue of each preset promises them
+    "quick": ("imagination.ratio", ["0", "0.75"]),
+    "baselines": ("algo", ["ppo_token", "ppo_turn", "grpo", "drgrpo", "gigpo", "hgpo"]),
+    "ablate_ratio": ("imagination.ratio", ["0", "0.5", "0.75", "0.9", "0.95"]),
+    "ablate_controls": ("control", sorted(p.stem for p in (CONF / "control").glob("*.yaml"))),
+}
+ENVS = sorted(p.stem for p in (CONF / "env").glob("*.yaml"))
+# The imagination fields each control option of conf/control/ turns on (a value other than the
+# ablate_controls base, where every control is off).
+CONTROL_FIELDS = {
+    "none": set(),
+    "reward_penalty": {"reward_penalty"},
+    "halt_uncertainty": {"halt_uncertainty"},
+    "imagined_weight": {"imagined_weight"},
+    "value_expansion": {"mode"},
+    "gate": {"gate_threshold"},
+    "horizon": {"horizon"},
+    "ratio_schedule": {"ratio_end"},
+    "warmup": {"warmup_iterations"},
+}
+
+
+def compose_train(overrides: list[str], hydra: bool = False):
+    return _compose(tuple(overrides), hydra)
+
+
+@functools.cache  # the tests compose the same jobs more than once; nothing mutates a result
+def _compose(overrides: tuple[str, ...], hydra: bool):
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="train", overrides=list(overrides), return_hydra_config=hydra)
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def sweep_params(preset: str) -> dict[str, list[str]]:
+    """``hydra.sweeper.params`` of a preset, each value list split the way Hydra's sweeper does."""
+    params = compose_train([f"experiment={preset}"], hydra=True).hydra.sweeper.params or {}
+    parser = OverridesParser.create()
+    return {
+        key: [str(v) for v in parser.parse_override(f"{key}={value}").sweep_string_iterator()]
+        for key, value in params.items()
+    }
+
+
+@pytest.mark.parametrize("preset", presets())
+def test_every_named_experiment_composes_and_validates(preset):
+    run = validate(compose_train([f"experiment={preset}"]))
+    assert run.env.name in ENVS
+
+
+def test_the_named_experiments_are_all_there():
+    assert set(SWEEPS) | set(ENVS) <= set(presets())
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_an_env_preset_runs_its_env(env):
+    assert validate(compose_train([f"experiment={env}"])).env.name == env
+
+
+@pytest.mark.parametrize("preset", sorted(SWEEPS))
+def test_a_sweep_preset_expands_into_its_jobs_and_each_job_validates(preset):
+    key, values = SWEEPS[preset]
+    params = sweep_params(preset)
+    assert list(params) == [key]  # nothing inherited from the presets it builds on
+    assert sorted(params[key]) == sorted(values)
+    for value in values:
+        validate(compose_train([f"experiment={preset}", f"{key}={value}"]))
+
+
+def test_single_run_presets_sweep_nothing():
+    for preset in set(presets()) - set(SWEEPS):
+        assert sweep_params(preset) == {}, preset
+
+
+def test_ablate_ratio_is_model_free_at_ratio_zero_and_model_based_above():
+    runs = {
+        v: validate(compose_train(["experiment=ablate_ratio", f"imagination.ratio={v}"]))
+        for v in ("0", "0.9")
+    }
+    assert not runs["0"].imagination.enabled and runs["0.9"].imagination.enabled
+    assert runs["0"].algo == runs["0.9"].algo and runs["0"].trainer == runs["0.9"].trainer
+
+
+def test_quick_compares_the_same_learner_with_and_without_imagination():
+    runs = [validate(compose_train(["experiment=quick", f"imagination.ratio={v}"])) for v in ("0", "0.75")]
+    assert [r.imagination.enabled for r in runs] == [False, True]
+    assert runs[0].algo == runs[1].algo and runs[0].env == runs[1].env and runs[0].trainer == runs[1].trainer
+
+
+def test_baselines_sets_each_algorithm_and_keeps_the_preset_learning_rate():
+    for algo in SWEEPS["baselines"][1]:
+        run = validate(compose_train(["experiment=baselines", f"algo={algo}"]))
+        assert run.algo.name == algo and run.algo.ppo.lr == pytest.approx(1e-4)
+    drgrpo = validate(compose_train(["experiment=baselines", "algo=drgrpo"]))
+    assert drgrpo.algo.ppo.loss_agg == "seq-mean-token-sum-norm"  # the algo's own setting survives
+
+
+def test_each_control_turns_on_exactly_its_own_field():
+    assert set(CONTROL_FIELDS) == set(SWEEPS["ablate_controls"][1])
+    base = validate(compose_train(["experiment=ablate_controls", "control=none"])).imagination
+    for control, fields in CONTROL_FIELDS.items():
+        on = validate(compose_train(["experiment=ablate_controls", f"control={control}"])).imagination
+        changed = {name for name in vars(base) if getattr(base, name) != getattr(on, name)}
+        assert changed == fields, control
+
+
+def test_ablate_controls_base_has_every_control_off():
+    base = validate(compose_train(["experiment=ablate_controls", "control=none"])).imagination
+    assert (
+        base.reward_penalty,
+        base.halt_uncertainty,
+        base.imagined_weight,
+        base.mode,
+        base.gate_threshold,
+        base.horizon,
+        base.ratio_end,
+        base.warmup_iterations,
+    ) == (0.0, None, 1.0, "policy", 0.0, None, None, 0)
+    assert base.enabled
