@@ -187,10 +187,10 @@ class _Payload:
 
 def pickle_payloads(folder: Path) -> list[Row]:
     """A pickle that would create a file when unpickled, handed in where a model is expected."""
-    from critic import LatentCritic, TokenCritic, TokenCriticConfig
+    from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
     from policy.config import PolicyConfig
     from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
-    from world_model import WorldModel
+    from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 
     rows = []
     policy_dir, critic_dir, latent_dir, wm_dir = (
@@ -202,6 +202,18 @@ def pickle_payloads(folder: Path) -> list[Row]:
     TokenCritic(
         TokenCriticConfig(vocab_size=8, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=8)
     ).save_pretrained(critic_dir)
+    turns = TurnTokenizer.for_env("hidden_number")
+    LatentCritic(
+        LatentCriticConfig.for_tokenizer(turns, latent_size=8, head_hidden_size=8), turns
+    ).save_pretrained(latent_dir)
+    sizes = {
+        "latent_size": 8,
+        "num_members": 1,
+        "head_hidden": 8,
+        "encoder": {"embed_size": 8, "feature_size": 8, "conv_layers": 0},
+        "decoder": {"model_size": 8, "num_layers": 1, "num_heads": 2, "latent_slots": 2},
+    }
+    WorldModel(WorldModelConfig.for_tokenizer(turns, **sizes), turns).save_pretrained(wm_dir)
     for target, weights, loader in (
         ("policy folder", policy_dir / "model.safetensors", lambda: load_local_pretrained(policy_dir)),
         ("token critic", critic_dir / "model.safetensors", lambda: TokenCritic.from_pretrained(critic_dir)),
