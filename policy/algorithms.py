@@ -259,7 +259,8 @@ def fused_token_advantages(
 
     Both parents are computed exactly as their own algorithms compute them from the same ``cfg``; the
     critic's weight w per row comes from ``cfg.fused`` (``policy.fused_advantages.fused_critic_weights``),
-    fed with Monte-Carlo returns-to-go (GAE with lambda = 1, bootstrapped at truncations) and ``values``.
+    fed with the critic's lambda-returns and ``values``, and Monte-Carlo returns-to-go (GAE with lambda = 1,
+    bootstrapped at truncations) for the start-state return variance.
     """
     critic_adv, targets = critic_token_advantages(
         dataclasses.replace(cfg, name="ppo_turn"), rows, response_mask, values, bootstrap=bootstrap
@@ -270,8 +271,9 @@ def fused_token_advantages(
     _, mc_returns = _gae_along_trajectories(rows, rows.step_rewards.unsqueeze(1), column, torch.ones_like(column),
                                             bootstrap, dataclasses.replace(cfg, lam=1.0))  # (B, 1)
     weights = fused_critic_weights(
-        cfg.fused, returns=mc_returns.squeeze(1), values=values, scores=rows.episode_rewards, group_ids=rows.group_ids,
-        traj_ids=rows.traj_ids, levels=rows.steps, start_rows=first_rows_mask(rows).bool(),
+        cfg.fused, critic_returns=targets, values=values, mc_returns=mc_returns.squeeze(1),
+        scores=rows.episode_rewards, group_ids=rows.group_ids, traj_ids=rows.traj_ids, levels=rows.steps,
+        start_rows=first_rows_mask(rows).bool(), centre_critic=cfg.whiten_advantages,
     )  # (B,)
     return fuse(critic_adv, group_adv, weights), targets
 

@@ -2,61 +2,67 @@
 
 Why a mix, and which weight (the bias / variance argument)
 -----------------------------------------------------------
-Both parents estimate the advantage ``A(s_t, a_t) = Q(s_t, a_t) - V(s_t)`` as a return minus a
-baseline, ``G_t - b``:
+Both parents estimate the advantage ``A_t = Q(s_t, a_t) - V(s_t)`` of a sampled turn as a return
+minus a baseline, ``R - b``:
 
-- the critic parent (``ppo_turn``) uses ``b_c = V_phi(s_t)``: it is about the right state (it has
-  read the history), so it removes the state-to-state spread of returns, but it carries the fitting
-  error ``V_phi(s_t) - V(s_t)``, which is large early in training or off the critic's data;
-- the group parent (GRPO, GiGPO, ...) uses the mean score of the other members of the group,
-  ``b_g``: an unbiased estimate of the value of the group's shared start state ``s_0``, with sampling
-  variance ``nu / (n - 1)`` for n members (``nu`` the variance of a return from that state), and,
-  for a later turn, the mismatch ``V(s_t) - V(s_0)``, because it is a baseline for the start state.
+- the critic parent (``ppo_turn``) uses its lambda-return ``R^lambda_t`` (which bootstraps on the
+  critic: less variance than the Monte-Carlo return, and the credit of later turns discounted by
+  ``gamma * lambda``) and ``b_c = V_phi(s_t)``, a baseline of the right state, but one that carries the
+  critic's fitting error, large early in training or off the critic's data. With
+  ``algo.whiten_advantages`` the batch mean of ``R^lambda - V`` is removed too, so a constant offset
+  of the critic costs nothing;
+- the group parent (GRPO, GiGPO, ...) uses the episode score S and the mean score of the group,
+  ``b_g``: unbiased for the value of the group's shared start state, with sampling variance
+  ``nu / (n - 1)`` for n members (``nu`` the variance of a return from that state), but for a later
+  turn a baseline of the start state, not of ``s_t``, and a score that credits every turn of the
+  episode with the whole episode's outcome.
 
-For a baseline that does not depend on the row's own return (hence the leave-one-out group mean),
+Write each parent as ``A_hat = A + e`` with error e. When the row's own return does not enter its
+baseline (hence the leave-one-out group mean below), its mean square splits as
 
-    E[(G_t - b)^2] = Var(G_t | s_t) + E[(b - V(s_t))^2],
+    E[(R - b)^2] = E[A^2] + E[e^2]:
 
-and the first term is the same whichever baseline is used. Any action-independent baseline leaves
-the policy gradient unbiased; its error ``sigma^2 = E[(b - V(s_t))^2]`` adds straight to the
-variance of each row's advantage (and, as an estimate of ``A``, the critic's systematic error is a
-bias of that row). Mixing the baselines, ``b = w b_c + (1 - w) b_g``, with independent errors gives
-the error ``w^2 sigma_c^2 + (1 - w)^2 sigma_g^2``, smallest at the inverse-variance weight
+the signal power ``E[A^2]`` is common to both parents and the rest is each parent's error, return
+noise, credit mixing and baseline error together. For two estimates with independent errors the
+convex mix ``w A_c + (1 - w) A_g`` has error ``w^2 s_c + (1 - w)^2 s_g``, smallest at the
+inverse-variance weight
 
-    w = sigma_g^2 / (sigma_c^2 + sigma_g^2),   error sigma_c^2 sigma_g^2 / (sigma_c^2 + sigma_g^2),
+    w = s_g / (s_c + s_g),   error s_c s_g / (s_c + s_g) <= min(s_c, s_g),
 
-no larger than the better parent's error, and smaller whenever both are finite and non-zero. Since
-``G_t - (w b_c + (1 - w) b_g) = w (G_t - b_c) + (1 - w)(G_t - b_g)``, mixing baselines is mixing the
-parents' advantages. EVPO's switch (the critic's baseline when its explained variance on the batch
-is positive, else the mean) is the special case ``w in {0, 1}``: it can do no better than the best
-convex weight, and it throws away the group's information whenever the critic is slightly better.
+no worse than the better parent and strictly better whenever both errors are finite and non-zero.
+Since ``R - (w b_c + (1 - w) b_g)`` is the same mix, this is also the best mix of the two baselines.
+EVPO's switch (the critic's advantage when its explained variance on the batch is positive, else
+the mean baseline) is the special case ``w in {0, 1}``, decided by the critic against the batch mean
+rather than against the group: it can do no better than the best convex weight, and it drops to the
+group parent, credit mixing included, whenever the critic's explained variance dips below zero,
+which is common early in training and with returns dominated by chance.
 
-Estimating the two error variances on the batch (``inverse_variance_weights``), per turn index t:
+Estimating the errors on the batch (``inverse_variance_weights``), pooled per turn index t:
 
-- ``v_c(t)``: mean over the rows at turn t of ``(G_t - V_phi(s_t))^2``, G_t the Monte-Carlo return-to-go;
-- ``v_g(t)``: mean of ``(S - b_g)^2``, S the episode score and b_g the leave-one-out mean score of the
-  row's episode group (0 for a group of one trajectory, GRPO's singleton rule; with gamma = 1 and no
-  reward before t, ``S - b_g = G_t - (b_g - rewards before t)`` is the same return against the group
-  baseline);
-- ``nu``: the pooled within-group variance of the return from the shared start state (each
-  trajectory's first row in the batch: the only states the group members provably share);
-- ``sigma_c^2 = max(v_c - nu, 0)``, ``sigma_g^2 = max(v_g - nu, 0)``; ``w = 1/2`` when both are 0.
+- ``m_c(t)``: mean over the rows at turn t of ``(R^lambda_t - V_phi(s_t))^2``, the critic parent's
+  unwhitened advantage, centred on its batch mean when it is whitened;
+- ``m_g(t)``: mean of ``(S - b_g)^2``, b_g the leave-one-out mean score of the row's episode group
+  (0 for a group of a single trajectory: GRPO's singleton rule keeps the raw score);
+- the common signal power is bounded by ``nu``, the pooled within-group variance of the Monte-Carlo
+  return from the shared start state (each trajectory's first row in the batch, the only states all
+  members provably share), which is ``E[A^2]`` plus the return's own noise;
+- ``s = max(m - nu, 0)`` for each parent and ``w = s_g / (s_c + s_g)``, 1/2 when both are 0.
 
-At t = 0 this gives ``sigma_g^2 ~ nu / (n - 1)`` (the leave-one-out sampling error) and ``sigma_c^2``
-the critic's squared bias; at later turns the group's state mismatch makes ``v_g`` grow and the
-weight moves to the critic, as far as the critic has earned it. Assumptions, stated: the baselines'
-errors are independent; ``nu`` measured at the start state stands for the return variance at later
-states; the weights come from the batch itself (noisy for tiny batches; per-turn pooling keeps
-each estimate over many rows).
+At t = 0 this gives ``s_g ~ nu / (n - 1)``: the leave-one-out sampling error. Subtracting ``nu`` rather
+than the unknown ``E[A^2]`` removes the same amount from both errors, which makes the weight more
+decisive than the ideal one but never moves it to the other side of 1/2. Assumptions, stated: the
+errors are independent; ``nu`` measured at the start state stands for the signal power at later
+turns; the weights come from the batch itself (per-turn pooling keeps each over many rows, but a
+tiny batch gives noisy weights).
 
 Scale and the limits
 --------------------
 The fused advantage is ``w * A_critic + (1 - w) * A_group`` with each parent's advantage exactly as
 that algorithm computes it: ``A_critic`` is ``ppo_turn``'s (turn-level GAE, whitened over the batch's
 action tokens when ``algo.whiten_advantages``) and ``A_group`` the group parent's (normalised in its
-group). Both are on a unit scale, which PPO's clip range assumes, so the mix of baselines above is
-made on that common scale. ``w = 0`` is the group parent exactly and ``w = 1`` the critic parent
-exactly (``fuse``): the limits are the parents, bit for bit.
+group). Both are on a unit scale, which PPO's clip range assumes, so the mix above is made on that
+common scale. ``w = 0`` is the group parent exactly and ``w = 1`` the critic parent exactly
+(``fuse``): the limits are the parents, bit for bit.
 """
 
 from __future__ import annotations
@@ -122,7 +128,8 @@ def inverse_variance_weights(
 ) -> torch.Tensor:
     """(N,) the critic's weight per row, pooled over the rows that share its level (turn index).
 
-    critic_residuals: (N,) ``G_t - V(s_t)``. group_residuals: (N,) ``S - b_g``. noise_var: ``nu``.
+    critic_residuals: (N,) ``R^lambda_t - V(s_t)`` (centred when the critic's advantage is whitened).
+    group_residuals: (N,) ``S - b_g``. noise_var: ``nu``.
     Per level: ``sigma^2 = max(mean residual^2 - nu, 0)`` for each parent (a difference within
     rounding of its terms counts as 0) and ``w = sigma_g^2 / (sigma_c^2 + sigma_g^2)``, 1/2 when both are 0.
     """
@@ -156,29 +163,36 @@ def explained_variance_of(values: torch.Tensor, returns: torch.Tensor) -> float:
 def fused_critic_weights(
     cfg: FusedConfig,
     *,
-    returns: torch.Tensor,
+    critic_returns: torch.Tensor,
     values: torch.Tensor,
+    mc_returns: torch.Tensor,
     scores: torch.Tensor,
     group_ids: Sequence[Hashable] | torch.Tensor,
     traj_ids: Sequence[Hashable] | torch.Tensor,
     levels: torch.Tensor,
     start_rows: torch.Tensor,
+    centre_critic: bool = True,
 ) -> torch.Tensor:
     """(N,) float64, the critic parent's weight for each row under ``cfg.weighting``.
 
-    returns: (N,) Monte-Carlo return-to-go G_t (bootstrapped at truncations). values: (N,) V_phi(s_t).
-    scores: (N,) episode score S. levels: (N,) the turn index each weight is pooled over.
-    start_rows: (N,) bool, each trajectory's first row in the batch.
+    critic_returns: (N,) the critic's lambda-return targets ``R^lambda_t``. values: (N,) ``V_phi(s_t)``.
+    mc_returns: (N,) Monte-Carlo return-to-go (bootstrapped at truncations), read on ``start_rows`` for
+    ``nu``. scores: (N,) episode score S. levels: (N,) the turn index each weight is pooled over.
+    start_rows: (N,) bool, each trajectory's first row in the batch. centre_critic: the critic's
+    advantage is whitened (its batch mean removed), so its residuals are centred too.
+    ``evpo`` reads the explained variance of ``values`` on ``critic_returns`` (as the learner logs it).
     """
-    n = returns.shape[0]
+    n = critic_returns.shape[0]
     if cfg.weighting == "fixed":
         return torch.full((n,), float(cfg.critic_weight), dtype=torch.float64)
     if cfg.weighting == "evpo":
-        chosen = explained_variance_of(values, returns) > cfg.evpo_threshold
+        chosen = explained_variance_of(values, critic_returns) > cfg.evpo_threshold
         return torch.full((n,), 1.0 if chosen else 0.0, dtype=torch.float64)
-    critic_residuals = returns.double() - values.double()  # (N,)
+    critic_residuals = critic_returns.double() - values.double()  # (N,)
+    if centre_critic:
+        critic_residuals = critic_residuals - critic_residuals.mean()
     group_residuals = scores.double() - leave_one_out_group_means(scores, group_ids, traj_ids)  # (N,)
-    noise_var = pooled_start_variance(returns, group_ids, start_rows)
+    noise_var = pooled_start_variance(mc_returns, group_ids, start_rows)
     return inverse_variance_weights(critic_residuals, group_residuals, levels, noise_var)
 
 

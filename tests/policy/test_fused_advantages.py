@@ -38,8 +38,8 @@ from tests.policy.test_algorithms import (
 )
 
 
-def fused_cfg(**fused) -> AlgoConfig:
-    return AlgoConfig(name="fused", gamma=1.0, lam=0.95, fused=FusedConfig(**fused))
+def fused_cfg(lam: float = 0.95, whiten: bool = True, **fused) -> AlgoConfig:
+    return AlgoConfig(name="fused", gamma=1.0, lam=lam, whiten_advantages=whiten, fused=FusedConfig(**fused))
 
 
 def turn_values(mask: torch.Tensor) -> torch.Tensor:
@@ -122,8 +122,8 @@ def test_fuse_mixes_per_row_and_keeps_the_parents_at_the_ends():
 # ----------------------------------------------------------------------------------------------
 # The weights on a hand-worked batch
 # ----------------------------------------------------------------------------------------------
-# Episode groups 0 = {a, b} and 1 = {c, d}; the only reward is the last turn's; gamma = 1, so every
-# row's return-to-go G_t equals its episode score S.
+# Episode groups 0 = {a, b} and 1 = {c, d}; the only reward is the last turn's; gamma = lambda = 1, so
+# every row's return-to-go G_t, and the critic's lambda-return, equals its episode score S.
 #   a: 2 turns, S = 1    b: 2 turns, S = 0    c: 1 turn, S = 1    d: 2 turns, S = 0
 # nu, pooled over the first rows: group 0 {1, 0} and group 1 {1, 0}: (0.5 + 0.5) / (1 + 1) = 0.5.
 # Leave-one-out group means: a 0, b 1, c 0, d 1, so every group residual S - b_g is +-1: v_g = 1 at
@@ -132,6 +132,10 @@ def test_fuse_mixes_per_row_and_keeps_the_parents_at_the_ends():
 # 0.25 + 2.25) / 4 = 1.25, sigma_c^2 = 0.75, w(0) = 0.5 / (0.75 + 0.5) = 0.4.
 # Second turns a1, b1, d1 valued 0, 1, 0: residuals 1, -1, 0; v_c(1) = 2/3, sigma_c^2 = 1/6,
 # w(1) = 0.5 / (1/6 + 0.5) = 0.75.
+# Whitened critic advantages: the residuals above, [-0.5, 1, -1.5, -1, -0.5, -1.5, 0] in ROWS order, lose
+# their mean -4/7: first turns 1/14, -13/14, 1/14, -13/14, m_c(0) = 340/196 / 4 = 85/196 < 0.5, so
+# sigma_c^2 = 0 and w(0) = 1; second turns 11/7, -3/7, 4/7, m_c(1) = 146/147, sigma_c^2 = 146/147 - 1/2,
+# w(1) = 0.5 / (146/147) = 147/292.
 # EVPO: G = [1, 1, 0, 0, 1, 0, 0] and G - V = [-0.5, 1, -1.5, -1, -0.5, -1.5, 0] in ROWS order;
 # Var G = 12/49, Var(G - V) = 1 - 16/49 = 33/49: explained variance 1 - 33/12 < 0, so the group.
 
@@ -162,6 +166,7 @@ HAND = [episode(0, 1, 2, 1.0), episode(0, 2, 2, 0.0), episode(1, 3, 1, 1.0), epi
 ROWS = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (3, 0), (3, 1)]  # a0 a1 b0 b1 c0 d0 d1
 HAND_VALUES = torch.tensor([1.5, 0.0, 1.5, 1.0, 1.5, 1.5, 0.0])
 HAND_WEIGHTS = [0.4, 0.75, 0.4, 0.75, 0.4, 0.4, 0.75]
+HAND_WEIGHTS_WHITENED = [1.0, 147 / 292, 1.0, 147 / 292, 1.0, 1.0, 147 / 292]
 
 
 def hand_inputs():
@@ -186,13 +191,16 @@ def test_leave_one_out_means_and_pooled_start_variance_by_hand():
     assert leave_one_out_group_means(torch.tensor([2.0, 2.0]), [7, 7], [5, 5]).tolist() == [0.0, 0.0]
 
 
-def test_inverse_variance_weights_by_hand_through_the_algorithm():
+@pytest.mark.parametrize(("whiten", "expected"), [(False, HAND_WEIGHTS), (True, HAND_WEIGHTS_WHITENED)])
+def test_inverse_variance_weights_by_hand_through_the_algorithm(whiten, expected):
     rows, mask = hand_inputs()
-    cfg = fused_cfg()
+    cfg = fused_cfg(lam=1.0, whiten=whiten)
     starts = torch.tensor([t == 0 for _, t in ROWS])
     weights = fused_critic_weights(
         cfg.fused,
-        returns=rows.episode_rewards,
+        critic_returns=rows.episode_rewards,
+        mc_returns=rows.episode_rewards,
+        centre_critic=whiten,
         values=HAND_VALUES,
         scores=rows.episode_rewards,
         group_ids=rows.group_ids,
@@ -200,19 +208,19 @@ def test_inverse_variance_weights_by_hand_through_the_algorithm():
         levels=rows.steps,
         start_rows=starts,
     )
-    assert weights.tolist() == pytest.approx(HAND_WEIGHTS)
+    assert weights.tolist() == pytest.approx(expected)
     adv, _ = critic_token_advantages(cfg, rows, mask, HAND_VALUES)
     critic_adv, _ = critic_token_advantages(
         dataclasses.replace(cfg, name="ppo_turn"), rows, mask, HAND_VALUES
     )
     group_adv = group_baseline_token_advantages(dataclasses.replace(cfg, name="grpo"), rows, mask)
-    w = torch.tensor(HAND_WEIGHTS).unsqueeze(1)
+    w = torch.tensor(expected).unsqueeze(1)
     assert torch.allclose(adv, w * critic_adv + (1 - w) * group_adv, atol=1e-6)
 
 
 def test_evpo_switch_by_hand():
     rows, mask = hand_inputs()
-    cfg = fused_cfg(weighting="evpo")
+    cfg = fused_cfg(lam=1.0, weighting="evpo")
     critic_adv, _ = critic_token_advantages(
         dataclasses.replace(cfg, name="ppo_turn"), rows, mask, HAND_VALUES
     )
@@ -226,7 +234,9 @@ def test_evpo_switch_by_hand():
     good_critic, _ = critic_token_advantages(dataclasses.replace(cfg, name="ppo_turn"), rows, mask, good)
     assert torch.equal(adv, good_critic)
     # The threshold: that explained variance (~0.96) is below 0.99, so the group again.
-    adv, _ = critic_token_advantages(fused_cfg(weighting="evpo", evpo_threshold=0.99), rows, mask, good)
+    adv, _ = critic_token_advantages(
+        fused_cfg(lam=1.0, weighting="evpo", evpo_threshold=0.99), rows, mask, good
+    )
     assert torch.equal(adv, group_adv)
 
 
@@ -309,20 +319,29 @@ def test_limits_hold_on_random_batches(batch, group):
 
 
 @settings(max_examples=60, deadline=None)
-@given(batches(), st.floats(0.1, 10.0), st.floats(-5.0, 5.0))
-def test_weights_lie_in_unit_interval_and_ignore_the_units_of_reward(batch, scale, shift):
+@given(batches(), st.floats(0.1, 10.0), st.floats(-5.0, 5.0), st.booleans())
+def test_weights_lie_in_unit_interval_and_ignore_the_units_of_reward(batch, scale, shift, centre):
     trajectories, keys, values = batch
     rows = turn_rows(trajectories, keys)
     starts = torch.tensor([t == 0 for _, t in keys])
-    g = rows.step_rewards.double()  # any per-row return works for the weights' algebra
-    common = dict(
-        scores=rows.episode_rewards.double(),
-        group_ids=rows.group_ids,
-        traj_ids=rows.traj_ids,
-        levels=rows.steps,
-        start_rows=starts,
-    )
-    w = fused_critic_weights(FusedConfig(), returns=g, values=values.double(), **common)
+    g = rows.step_rewards.double()  # any per-row returns work for the weights' algebra
+    mc = rows.episode_rewards.double()
+
+    def weights(scale: float, shift: float, values: torch.Tensor) -> torch.Tensor:
+        return fused_critic_weights(
+            FusedConfig(),
+            critic_returns=scale * g + shift,
+            values=scale * values + shift,
+            mc_returns=scale * mc + shift,
+            scores=scale * rows.episode_rewards.double() + shift,
+            group_ids=rows.group_ids,
+            traj_ids=rows.traj_ids,
+            levels=rows.steps,
+            start_rows=starts,
+            centre_critic=centre,
+        )
+
+    w = weights(1.0, 0.0, values.double())
     assert ((w >= 0) & (w <= 1)).all()
     # The same batch in other units (affine map of every return, value and score): the same weights.
     # A group of one trajectory keeps GRPO's baseline 0, which a shift moves: only rescale those.
@@ -331,13 +350,6 @@ def test_weights_lie_in_unit_interval_and_ignore_the_units_of_reward(batch, scal
         members.setdefault(tr.group_id, set()).add(tr.trajectory_id)
     if min(len(m) for m in members.values()) < 2:
         shift = 0.0
-    common["scores"] = scale * common["scores"] + shift
-    w2 = fused_critic_weights(
-        FusedConfig(), returns=scale * g + shift, values=scale * values.double() + shift, **common
-    )
-    assert torch.allclose(w, w2, atol=1e-9)
+    assert torch.allclose(w, weights(scale, shift, values.double()), atol=1e-9)
     # A critic that predicts every return exactly is never trusted less than the group.
-    w3 = fused_critic_weights(
-        FusedConfig(), returns=g, values=g, **{**common, "scores": rows.episode_rewards.double()}
-    )
-    assert (w3 >= 0.5).all()
+    assert (weights(1.0, 0.0, g) >= 0.5).all()
