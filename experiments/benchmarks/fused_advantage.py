@@ -30,7 +30,8 @@ computes it (``policy.algorithms``, gamma 1, lambda 0.95 for the critic):
 Scores per batch, then mean (and std over batches): ``corr``, the Pearson correlation of the
 estimator with the reference over the batch's rows; ``sign``, the share of rows with
 ``|A| >= --sign-margin`` whose estimate is non-zero with the reference's sign. Also printed: the mean
-critic weight of ``fused``. One seed drives the data, the critic and the rollouts.
+critic weight of ``fused``, how often and by how much ``fused`` is ahead of EVPO, the critic and GRPO,
+and a plot of the correlations (``--plot``). One seed drives the data, the critic and the rollouts.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -278,12 +280,37 @@ def format_table(cells: Sequence[Cell], metric: str) -> str:
     return "\n".join(lines)
 
 
-def wins(cells: Sequence[Cell], metric: str, a: str, b: str) -> str:
-    """How many cells ``a`` scores above ``b`` on ``metric`` (mean over batches)."""
-    ahead = sum(
-        statistics.mean(getattr(c, metric)[a]) > statistics.mean(getattr(c, metric)[b]) for c in cells
+def compare(cells: Sequence[Cell], metric: str, a: str, b: str) -> str:
+    """How many cells ``a`` scores above ``b`` on ``metric`` (means over batches), and by how much."""
+    gaps = [statistics.mean(getattr(c, metric)[a]) - statistics.mean(getattr(c, metric)[b]) for c in cells]
+    return (
+        f"{a} - {b} on {metric}: ahead in {sum(g > 0 for g in gaps)} of {len(cells)} cells, "
+        f"mean {statistics.mean(gaps):+.3f}, from {min(gaps):+.3f} to {max(gaps):+.3f}"
     )
-    return f"{a} above {b} on {metric}: {ahead} of {len(cells)} cells"
+
+
+def plot(cells: Sequence[Cell], path: Path) -> None:
+    """Correlation with the true advantage against critic fit steps, one panel per group size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({c.group_size for c in cells})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), sharey=True, squeeze=False)
+    for ax, g in zip(axes[0], sizes, strict=True):
+        row = [c for c in cells if c.group_size == g]
+        steps = [str(c.critic_steps) for c in row]
+        for name in ESTIMATORS:
+            ax.plot(steps, [statistics.mean(c.corr[name]) for c in row], marker="o", label=name)
+        ax.set_title(f"G = {g}")
+        ax.set_xlabel("critic fit steps")
+    axes[0][0].set_ylabel("correlation with the true advantage")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> list[Cell]:
@@ -303,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> list[Cell]:
         "--sign-margin", type=float, default=0.05, help="|A| below this is not scored for sign"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot", type=Path, default=Path("benchmarks/fused_advantage/fused_advantage.png"))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cells, _ = run(
@@ -324,8 +352,10 @@ def main(argv: Sequence[str] | None = None) -> list[Cell]:
         print(format_table(cells, metric))
     print()
     for metric in ("corr", "sign"):
-        print(wins(cells, metric, "fused", "evpo"))
-        print(wins(cells, metric, "fused_gigpo", "evpo"))
+        for a, b in (("fused", "evpo"), ("fused", "critic"), ("fused", "grpo"), ("fused_gigpo", "evpo")):
+            print(compare(cells, metric, a, b))
+    plot(cells, args.plot)
+    print(f"plot: {args.plot}")
     return cells
 
 

@@ -77,9 +77,11 @@ def test_scores_against_hand_values():
 
 
 @pytest.mark.slow
-def test_tiny_run_prints_every_estimator(capsys):
+def test_tiny_run_prints_every_estimator(capsys, tmp_path):
     cells = bench.main(
         [
+            "--plot",
+            str(tmp_path / "plot.png"),
             "--group-sizes",
             "2",
             "--critic-steps",
@@ -96,7 +98,8 @@ def test_tiny_run_prints_every_estimator(capsys):
     )
     assert [(c.critic_steps, c.group_size) for c in cells] == [(0, 2), (3, 2)]
     out = capsys.readouterr().out
-    assert all(name in out for name in bench.ESTIMATORS) and "fused above evpo on corr" in out
+    assert all(name in out for name in bench.ESTIMATORS) and "fused - evpo on corr: ahead in" in out
+    assert (tmp_path / "plot.png").stat().st_size > 0
     for cell in cells:
         assert set(cell.corr) == set(bench.ESTIMATORS)
         assert all(math.isfinite(v) for values in cell.corr.values() for v in values)
