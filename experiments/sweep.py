@@ -51,8 +51,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(RESOLVER, lambda name, num: job_dirname(str(name), int(num)))
 
 
-# Hydra imports this module to build the SweepEnd callback before it names any job folder, and
-# again in each job's process when a launcher runs jobs elsewhere.
+# Hydra imports this module to build the SweepEnd callback of conf/train.yaml, before it names any
+# job folder.
 register_resolvers()
 
 
