@@ -45,6 +45,8 @@ METHODS: dict[str, list[str]] = {
        for ratio in (0.5, 0.75, 0.9, 0.95)},
     **{f"mb_gigpo_r{ratio}": ["algo=gigpo", *MODEL_BASED, f"imagination.ratio={ratio}"] for ratio in (0.75, 0.9)},
     "mb_ppo_turn_r0.75": ["algo=ppo_turn", "critic=latent", *MODEL_BASED, "imagination.ratio=0.75"],
+    # Imagined step groups at every real step; the world model is refitted as above, nothing imagined is mixed in.
+    "counterfactual_gigpo": ["algo=counterfactual_gigpo", *MODEL_BASED, "imagination.ratio=0"],
     # The critic-group fused advantage and its EVPO switch, beside ppo_turn with the same latent critic.
     "ppo_turn_latent": ["algo=ppo_turn", "critic=latent"],
     "fused": ["algo=fused", "critic=latent"],
