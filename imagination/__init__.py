@@ -9,11 +9,15 @@
   update into real and imagined groups; ``ImaginationGate`` keeps imagination off while the world
   model predicts fresh real data badly; ``refit_and_gate`` scores and refits between iterations.
 - ``imagined_minus_real_return`` and ``imagination_metrics`` measure the bias.
+- ``CounterfactualGiGPO`` (``algo=counterfactual_gigpo``): step groups of the real action and G policy
+  siblings imagined from every real state (``imagine_counterfactual_groups``), valued by a latent critic.
 """
 
 from imagination.bias import imagined_minus_real_return, return_after
 from imagination.branching import branchable_turns, sample_branch_points
 from imagination.config import ImaginationConfig
+from imagination.counterfactual_gigpo import CounterfactualGiGPO
+from imagination.counterfactual_groups import CounterfactualGroups, imagine_counterfactual_groups
 from imagination.dream_env import SUCCESS_REWARD, DreamEnv, DreamEnvFactory, DreamStepper, derive_seed
 from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
@@ -23,6 +27,8 @@ from imagination.refit import refit_and_gate
 
 __all__ = [
     "SUCCESS_REWARD",
+    "CounterfactualGiGPO",
+    "CounterfactualGroups",
     "DreamEnv",
     "DreamEnvFactory",
     "DreamStepper",
@@ -33,6 +39,7 @@ __all__ = [
     "derive_seed",
     "imagination_metrics",
     "imagination_summary",
+    "imagine_counterfactual_groups",
     "imagine_groups",
     "imagined_minus_real_return",
     "refit_and_gate",
