@@ -221,7 +221,9 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             store_trajectories=len(store), elapsed_s=time.monotonic() - start, stopped=stopped,
             imagination={"gate": dataclasses.asdict(gate), "real_credit": real_credit, "warmup_left": warmup_left,
                          "imagined_groups_total": imagined_groups_total, "groups_total": groups_total,
-                         "world_model_fitted": world_model_fitted, "recent_ids": [t.trajectory_id for t in recent]},
+                         "world_model_fitted": world_model_fitted, "recent_ids": [t.trajectory_id for t in recent],
+                         "counterfactual_recent_ids": [] if counterfactual is None else
+                         [t.trajectory_id for t in counterfactual.recent]},  # its critic's data
         )
         state = {"learner": learner.state_dict(), "rng": capture_rng(generators, randoms),
                  **{name: None if module is None else module.state_dict() for name, module in modules.items()}}
@@ -244,6 +246,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             loop.imagination[name] for name in ("real_credit", "warmup_left", "imagined_groups_total",
                                                 "groups_total", "world_model_fitted"))
         recent.extend(trajectories_by_id(store, loop.imagination["recent_ids"]))
+        if counterfactual is not None:
+            counterfactual.recent.extend(trajectories_by_id(store, loop.imagination["counterfactual_recent_ids"]))
         learner.load_state_dict(saved["learner"])
         for name, module in modules.items():
             if module is not None:
