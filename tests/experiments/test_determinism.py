@@ -1,20 +1,30 @@
-"""The same seed twice gives the same run: metrics (wall times aside) and every saved weight, bit for bit.
+"""The same seed twice gives the same run, and a run resumed from a checkpoint ends as it would have.
 
 Every algorithm under ``experiments/conf/algo/`` is covered (a new one is picked up by its YAML), and
-so are model-based runs (a world model fitted in the loop, imagined groups, a latent critic). Both
-runs of a pair train inside this process one after the other, so anything that read the global RNG
-or leaked state from one run into the next would show; runs in separate processes (different string
-hash seeds) are compared in test_train_e2e.py and test_resume_e2e.py.
+so are model-based runs (a world model fitted in the loop, imagined groups, a latent critic). Per case:
+
+- two runs with one seed, one writing a checkpoint every iteration and one writing none, must give
+  the same metrics (wall times aside) and every saved weight bit for bit. They train inside this
+  process one after the other, so anything that read the global RNG or leaked state from one run
+  into the next would show; runs in separate processes (different string hash seeds) are compared
+  in test_train_e2e.py and test_resume_e2e.py;
+- the checkpointed run's folder is then turned back into that of a crash after its last iteration
+  was logged but before that iteration's checkpoint was published, resumed, and must end as the
+  run did: same metrics, weights and stored trajectories. This covers the state each algorithm
+  adds (value models and their optimisers, the latent critic, a counterfactual critic and its data,
+  world models); real kills are in test_resume_e2e.py.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from envs import TrajectoryStore
 from tests.experiments.in_process import CONF, train_in_process
 from tests.experiments.test_imagination_e2e import SMALL_WORLD_MODEL
 from tests.experiments.test_train_e2e import read_records
@@ -70,19 +80,49 @@ def comparable(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in read_records(run_dir)]
 
 
+def same_weights(first: Path, second: Path) -> list[str]:
+    """The weight files both folders hold, after checking they are equal bit for bit."""
+    saved = [name for name in WEIGHTS if (first / name).exists()]
+    for name in saved:
+        a, b = (load_file(str(d / name)) for d in (first, second))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    return saved
+
+
+def crash_after_logging_the_last_iteration(source: Path, target: Path) -> None:
+    """A copy of a finished two-iteration run as a kill during iteration 2's checkpoint leaves it: the
+    iteration's metrics line and store append are there; its checkpoint, the final models and the
+    markers are not."""
+    shutil.copytree(source, target)
+    for name in ("done", "summary.json", "policy", "critic", "world_model", "checkpoints/iteration_00002"):
+        path = target / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_same_seed_same_run(tmp_path, case):
-    dirs = [tmp_path / "a", tmp_path / "b"]
-    for run_dir in dirs:
-        train_in_process([*BASE, *CASES[case]], run_dir)
-    first, second = (comparable(d) for d in dirs)
-    assert len(first) == 3 and first == second
+def test_same_seed_same_run_and_exact_resume(tmp_path, case):
+    checkpointed, plain, resumed = tmp_path / "checkpointed", tmp_path / "plain", tmp_path / "resumed"
+    overrides = [*BASE, *CASES[case]]
+    train_in_process([*overrides, "trainer.checkpoint_every=1"], checkpointed)
+    train_in_process(overrides, plain)
+    first = comparable(checkpointed)
+    assert len(first) == 3 and first == comparable(plain)
     assert any(r.get("losses/grad_norm", 0.0) > 0 for r in first[1:]), "no update moved the weights"
-    saved = [name for name in WEIGHTS if (dirs[0] / name).exists()]
+    saved = same_weights(checkpointed, plain)
     assert "policy/model.safetensors" in saved
     if case.startswith("model_based"):
         assert "world_model/model.safetensors" in saved
         assert sum(r["imagination/imagined_groups"] for r in first[1:]) > 0
-    for name in saved:
-        a, b = (load_file(str(d / name)) for d in dirs)
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+    crash_after_logging_the_last_iteration(checkpointed, resumed)
+    stored = TrajectoryStore(checkpointed / "trajectories").load()
+    assert len(TrajectoryStore(resumed / "trajectories")) == len(
+        stored
+    )  # iteration 2's append is to be undone
+    train_in_process([*overrides, "trainer.checkpoint_every=1", f"resume={resumed}"], resumed)
+    assert comparable(resumed) == first
+    assert TrajectoryStore(resumed / "trajectories").load() == stored
+    assert same_weights(checkpointed, resumed) == saved
