@@ -19,9 +19,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # A model-based run against its model-free baseline on a small task, then their report (a few minutes
-# on CPU). Extra Hydra overrides: make run RUN_ARGS="seed=1".
+# on CPU). Extra Hydra overrides: make run RUN_ARGS="seed=1". One torch thread unless OMP_NUM_THREADS
+# says otherwise: the models are tiny, and on a busy machine two threads per op wait on each other
+# (a warm-start step took about 5 s with two threads where one thread took a fraction of a second).
 run: $(STAMP)
-	$(PY) -m experiments.train -m experiment=quick $(RUN_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m experiments.train -m experiment=quick $(RUN_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --durations=15
