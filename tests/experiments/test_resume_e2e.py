@@ -10,10 +10,11 @@ its checkpoint is kept twice, nothing before it is lost. The two cases kill:
   process after the files are written, before they are published), so it resumes from iteration 2,
   through the command line;
 - model-based PPO (latent critic, world model, imagined groups), from outside, as soon as iteration 3
-  is logged, wherever the process then is.
+  is logged, wherever the process then is; it is resumed inside the test process.
 
-A damaged checkpoint and a resume whose command line changes the config are refused with one line,
-a non-zero exit and nothing in the run folder changed.
+A damaged checkpoint is refused by the command line with one line, a non-zero exit and no
+traceback; a resume whose command line changes the config is refused naming the key. Neither
+changes anything in the run folder.
 """
 
 from __future__ import annotations
@@ -102,65 +103,67 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
     ]
 
 
-@pytest.fixture(scope="module")
-def crashed(tmp_path_factory):
-    """Killed runs of both cases (subprocesses) and their references (in this process); their folders."""
-    root = tmp_path_factory.mktemp("resume")
-    dirs = {name: (root / f"{name}_reference", root / f"{name}_killed") for name in CASES}
+def start_killed_runs(dirs: dict[str, tuple[Path, Path]]) -> tuple[threading.Thread, list]:
+    """Start both killed runs, in ``CASES`` order; a thread (to be joined) kills the model-based one
+    and waits for the model-free one to kill itself."""
     os.environ[KILL_BEFORE_PUBLISH_ENV] = "4"  # inherited by the model-free killed run only
     try:
         killed_mf = start_train(*CASES["model_free"], f"hydra.run.dir={dirs['model_free'][1]}")
     finally:
         del os.environ[KILL_BEFORE_PUBLISH_ENV]
     killed_mb = start_train(*CASES["model_based"], f"hydra.run.dir={dirs['model_based'][1]}")
-    killer = threading.Thread(target=kill_when_logged, args=(killed_mb, dirs["model_based"][1], 3))
+
+    def kill_and_wait() -> None:
+        kill_when_logged(killed_mb, dirs["model_based"][1], 3)
+        killed_mf.wait(timeout=600)
+
+    killer = threading.Thread(target=kill_and_wait)
     killer.start()
-    for name in CASES:
+    return killer, [killed_mf, killed_mb]
+
+
+def test_killed_runs_resume_exactly(tmp_path):
+    # One test, not two sharing a fixture: under pytest-xdist a module fixture would run once per worker.
+    dirs = {name: (tmp_path / f"{name}_reference", tmp_path / f"{name}_killed") for name in CASES}
+    killer, killed_procs = start_killed_runs(dirs)
+    for name in CASES:  # the uninterrupted references, in this process meanwhile
         train_in_process(CASES[name], dirs[name][0])
     killer.join()
-    assert killed_mb.returncode == -signal.SIGKILL, (
-        f"the model-based run was not killed ({killed_mb.returncode})"
-    )
-    killed_mf.wait(timeout=300)
-    assert killed_mf.returncode == -signal.SIGKILL, killed_mf.stderr.read()[-3000:]
-    return dirs
+    for proc, name in zip(killed_procs, CASES, strict=True):
+        assert proc.returncode == -signal.SIGKILL, f"the {name} run was not killed (exit {proc.returncode})"
 
-
-def test_killed_while_writing_a_checkpoint_resumes_exactly(crashed, tmp_path):
-    reference, killed = crashed["model_free"]
+    # Model-free, killed while writing the iteration-4 checkpoint: resumed through the command line,
+    # beside a copy whose checkpoint is damaged, which is refused before anything is touched.
+    reference, killed = dirs["model_free"]
     checkpoints = killed / "checkpoints"
-    assert sorted(p.name for p in checkpoints.iterdir() if not p.name.startswith(".tmp-")) == [
-        "iteration_00002"
-    ]
+    published = sorted(p.name for p in checkpoints.iterdir() if not p.name.startswith(".tmp-"))
+    assert published == ["iteration_00002"]
     assert any(p.name.startswith(".tmp-") for p in checkpoints.iterdir())  # the unpublished iteration-4 write
     assert len(read_records(killed)) == 5  # iterations 0 .. 4 were logged before the kill
-    # A damaged newest checkpoint is refused, on a copy, before anything is touched.
     damaged = tmp_path / "damaged"
     shutil.copytree(killed, damaged)
     tensors = damaged / "checkpoints" / "iteration_00002" / "state.safetensors"
     tensors.write_bytes(tensors.read_bytes()[: tensors.stat().st_size // 2])
-    before = folder_digest(damaged)
+    damaged_before = folder_digest(damaged)
     procs = [start_train(f"resume={damaged}"), start_train(f"resume={killed}")]
+
+    # Model-based, killed from outside once iteration 3 was logged: resumed in this process meanwhile.
+    # A command line that changes a key is refused, naming it, and nothing is touched; the same
+    # command with resume= added is accepted.
+    mb_reference, mb_killed = dirs["model_based"]
+    before = folder_digest(mb_killed)
+    with pytest.raises(SystemExit, match=r"trainer.group_size: saved 4, now 3"):
+        train_in_process([*CASES["model_based"], "trainer.group_size=3", f"resume={mb_killed}"], mb_killed)
+    assert folder_digest(mb_killed) == before
+    train_in_process([*CASES["model_based"], f"resume={mb_killed}"], mb_killed)
+    assert_same_run(mb_killed, mb_reference)
+    assert sum(r["imagination/imagined_groups"] for r in read_records(mb_killed)[1:]) > 0  # it did imagine
+
     refused, resumed = (finish(proc) for proc in procs)
     assert_ok(resumed)
-    assert refused.returncode != 0
-    assert "Traceback" not in refused.stderr
+    assert_same_run(killed, reference)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "iteration_00002 is damaged" in refused.stderr and "state.safetensors" in refused.stderr, (
         refused.stderr
     )
-    assert folder_digest(damaged) == before
-    assert_same_run(killed, reference)
-
-
-def test_killed_mid_run_resumes_exactly_model_based(crashed):
-    reference, killed = crashed["model_based"]
-    before = folder_digest(killed)
-    # A command line that changes a key is refused, naming it, and nothing is touched; the same
-    # command with resume= added is accepted.
-    with pytest.raises(SystemExit, match=r"trainer.group_size: saved 4, now 3"):
-        train_in_process([*CASES["model_based"], "trainer.group_size=3", f"resume={killed}"], killed)
-    assert folder_digest(killed) == before
-    train_in_process([*CASES["model_based"], f"resume={killed}"], killed)
-    assert_same_run(killed, reference)
-    records = read_records(killed)
-    assert sum(r["imagination/imagined_groups"] for r in records[1:]) > 0  # it did imagine
+    assert folder_digest(damaged) == damaged_before
