@@ -25,11 +25,12 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from envs.store import TrajectoryStore
+from envs.store import StoreError, TrajectoryStore
 from envs.trajectory import Trajectory
 from experiments.checkpoint import Checkpoint, CheckpointError, LoopState, load_latest
 
 CHECKPOINTS = "checkpoints"
+STORE = "trajectories"  # the run's trajectory store, as experiments/train.py names it
 NOT_COMPARED = ("resume",)  # keys that may differ between the saved config and a resume's
 
 
@@ -77,9 +78,11 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
     if (run_dir / "done").exists():
         raise SystemExit(f"resume={run_dir}: that run has finished (it has a done marker); nothing to resume")
     try:
-        saved = load_latest(run_dir / CHECKPOINTS).config
+        checkpoint = load_latest(run_dir / CHECKPOINTS)
+        check_rewindable(run_dir, checkpoint.loop, run_dir / STORE)
     except CheckpointError as err:
         raise SystemExit(f"resume={run_dir}: {err}") from None
+    saved = checkpoint.config
     others = [o for o in task_overrides if o.lstrip("+~").split("=", 1)[0] not in NOT_COMPARED]
     if others:
         current = config_record(validate(cfg))
@@ -187,15 +190,37 @@ def restore_rng(
 # -- the run folder -----------------------------------------------------------------------------------
 
 
+def check_rewindable(run_dir: Path, loop: LoopState, store_path: Path) -> None:
+    """Refuse (CheckpointError), before anything is changed, a run folder that holds less than the
+    checkpoint recorded: fewer ``metrics.jsonl`` lines or stored trajectories (it lost data)."""
+    metrics = run_dir / "metrics.jsonl"
+    lines = count_lines(metrics)
+    if lines < loop.metrics_lines:
+        raise CheckpointError(
+            f"{metrics} holds {lines} lines, fewer than the {loop.metrics_lines} the checkpoint "
+            "recorded: it lost data, so this run cannot be resumed exactly"
+        )
+    staging = store_path.with_name(store_path.name + ".rollback")
+    if not store_path.exists() and staging.exists():  # a rollback killed between its renames: its new store
+        store_path = staging
+    try:
+        held = len(TrajectoryStore(store_path))
+    except StoreError as err:
+        raise CheckpointError(str(err)) from err
+    if held < loop.store_trajectories:
+        raise CheckpointError(
+            f"the store {store_path} holds {held} trajectories, fewer than the "
+            f"{loop.store_trajectories} the checkpoint recorded: it lost data, so this run "
+            "cannot be resumed exactly"
+        )
+
+
 def rewind_run_folder(run_dir: Path, loop: LoopState, store_path: Path) -> None:
     """Undo what was written after the checkpoint: later ``metrics.jsonl`` lines and store appends."""
+    check_rewindable(run_dir, loop, store_path)
     metrics = run_dir / "metrics.jsonl"
     if metrics.exists():
         lines = metrics.read_bytes().split(b"\n")
-        if len([line for line in lines[: loop.metrics_lines] if line.strip()]) < loop.metrics_lines:
-            raise CheckpointError(
-                f"{metrics} holds fewer lines than the checkpoint recorded ({loop.metrics_lines})"
-            )
         _replace_file(metrics, b"".join(line + b"\n" for line in lines[: loop.metrics_lines]))
     rollback_store(store_path, loop.store_trajectories)
     (run_dir / "failed").unlink(missing_ok=True)  # a marker of the crashed attempt, not of this one

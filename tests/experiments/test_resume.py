@@ -12,6 +12,7 @@ from envs import Trajectory, TrajectoryStore, Turn
 from experiments.checkpoint import CheckpointError, LoopState, flatten_state, unflatten_state
 from experiments.resume import (
     capture_rng,
+    check_rewindable,
     differing_keys,
     restore_rng,
     rewind_run_folder,
@@ -91,6 +92,12 @@ def test_rewinding_drops_later_lines_and_appends(tmp_path):
         trajectories_by_id(kept, [4])
     with pytest.raises(CheckpointError, match="fewer than the 5 the checkpoint recorded"):
         rollback_store(tmp_path / "trajectories", 5)
+    with pytest.raises(
+        CheckpointError, match="holds 3 trajectories, fewer than the 5 the checkpoint recorded"
+    ):
+        check_rewindable(tmp_path, loop_at(store_trajectories=5, metrics_lines=2), tmp_path / "trajectories")
+    with pytest.raises(CheckpointError, match="holds 2 lines, fewer than the 3 the checkpoint recorded"):
+        check_rewindable(tmp_path, loop_at(store_trajectories=3, metrics_lines=3), tmp_path / "trajectories")
 
 
 def test_a_rollback_killed_between_its_renames_is_finished(tmp_path):
@@ -99,6 +106,7 @@ def test_a_rollback_killed_between_its_renames_is_finished(tmp_path):
     # The state a kill leaves after "store -> .discard" and before ".rollback -> store".
     TrajectoryStore(tmp_path / "trajectories.rollback").append(trajectories(0, 2))
     path.rename(tmp_path / "trajectories.discard")
+    check_rewindable(tmp_path, loop_at(store_trajectories=2, metrics_lines=0), path)  # the new store counts
     rollback_store(path, 2)
     assert TrajectoryStore(path).load() == trajectories(0, 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trajectories"]
