@@ -32,6 +32,8 @@ from experiments.checkpoint import Checkpoint, CheckpointError, LoopState, load_
 CHECKPOINTS = "checkpoints"
 STORE = "trajectories"  # the run's trajectory store, as experiments/train.py names it
 NOT_COMPARED = ("resume",)  # keys that may differ between the saved config and a resume's
+# Keys that change what is shown, never a number the run produces: a resume may set them.
+COSMETIC = ("trainer.progress", "trainer.transcripts_every")
 
 
 def config_record(run: Any) -> dict[str, Any]:
@@ -40,6 +42,11 @@ def config_record(run: Any) -> dict[str, Any]:
     for key in NOT_COMPARED:
         record.pop(key, None)
     return record
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``differing_keys`` less the ``COSMETIC`` ones."""
+    return [key for key in differing_keys(saved, current) if key not in COSMETIC]
 
 
 def differing_keys(saved: Any, current: Any, prefix: str = "") -> list[str]:
@@ -69,8 +76,9 @@ def describe_differences(saved: dict[str, Any], current: dict[str, Any], keys: l
 def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictConfig:
     """The config to resume ``cfg.resume`` with, or SystemExit with one line saying why not.
 
-    ``task_overrides`` are the command line's overrides: when ``resume=`` is the only one the saved
-    config is used as it is; otherwise the composed ``cfg`` must equal the saved one.
+    ``task_overrides`` are the command line's overrides: when ``resume=`` and ``COSMETIC`` keys are
+    the only ones, the saved config is used with those keys set; otherwise the composed ``cfg`` must
+    equal the saved one (``COSMETIC`` keys aside).
     """
     run_dir = Path(cfg.resume)
     if not run_dir.is_dir():
@@ -83,10 +91,10 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
     except CheckpointError as err:
         raise SystemExit(f"resume={run_dir}: {err}") from None
     saved = checkpoint.config
-    others = [o for o in task_overrides if o.lstrip("+~").split("=", 1)[0] not in NOT_COMPARED]
-    if others:
+    keys_given = [o.lstrip("+~").split("=", 1)[0] for o in task_overrides]
+    if any(key not in (*NOT_COMPARED, *COSMETIC) for key in keys_given):
         current = config_record(validate(cfg))
-        keys = differing_keys(saved, current)
+        keys = config_differences(saved, current)
         if keys:
             raise SystemExit(
                 f"resume={run_dir}: the command line's config differs from the saved one in "
@@ -104,13 +112,16 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
             resumed[key] = OmegaConf.merge(OmegaConf.structured(OmegaConf.get_type(node)), value)
         else:
             resumed[key] = value
+    for key in keys_given:
+        if key in COSMETIC:
+            OmegaConf.update(resumed, key, OmegaConf.select(cfg, key))
     return resumed
 
 
 def check_config(saved: dict[str, Any], run: Any, run_dir: Path) -> None:
     """Refuse (CheckpointError) a run whose config is not the checkpoint's."""
     current = config_record(run)
-    keys = differing_keys(saved, current)
+    keys = config_differences(saved, current)
     if keys:
         raise CheckpointError(
             f"the checkpoint in {run_dir} was written by a run with another config: "

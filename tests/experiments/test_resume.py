@@ -110,3 +110,30 @@ def test_a_rollback_killed_between_its_renames_is_finished(tmp_path):
     rollback_store(path, 2)
     assert TrajectoryStore(path).load() == trajectories(0, 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trajectories"]
+
+
+def test_resume_config_uses_the_saved_config_and_refuses_changes(tmp_path):
+    from experiments.checkpoint import Checkpoint, save_checkpoint
+    from experiments.config import validate
+    from experiments.resume import config_record, resume_config
+    from tests.experiments.in_process import compose_config
+
+    original = ["experiment=learning_check", "algo=grpo", "seed=3", "trainer.progress=false"]
+    saved = config_record(validate(compose_config(original)))
+    save_checkpoint(tmp_path / "checkpoints", Checkpoint(saved, loop_at(0, 0), {}))
+    TrajectoryStore(tmp_path / "trajectories")  # an empty store: nothing recorded, nothing lost
+
+    def resumed(*overrides: str):
+        given = [f"resume={tmp_path}", *overrides]
+        return validate(resume_config(compose_config(given), given, validate))
+
+    # resume= alone: the saved config (not the defaults the bare command line composes)
+    assert config_record(resumed()) == saved
+    # the original command again, or only keys that change no number the run produces
+    assert config_record(resumed(*original)) == saved
+    shown = resumed("trainer.progress=true", "trainer.transcripts_every=1")
+    assert shown.trainer.progress and shown.trainer.transcripts_every == 1 and shown.seed == 3
+    with pytest.raises(SystemExit, match=r"in 1 key\(s\): seed: saved 3, now 4$"):
+        resumed(*original[:-2], "seed=4", "trainer.progress=false")
+    with pytest.raises(SystemExit, match='algo.name: saved "grpo", now "gigpo"'):
+        resumed("seed=3")  # a partial command line composes other values (here the default algo)
