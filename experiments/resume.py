@@ -1,9 +1,9 @@
 """Resuming a run from its newest checkpoint: the config check, RNG states, and rewinding the run folder.
 
 ``python -m experiments.train resume=RUN_DIR`` continues the run in ``RUN_DIR``. With nothing else on
-the command line the saved config is used; a command line that composes a different config is
-refused, naming every key that differs (repeating the original command with ``resume=`` added is
-accepted). The loop then starts after the checkpoint's iteration, with every RNG where it was, so
+the command line (or only ``COSMETIC`` keys) the saved config is used; a command line that composes
+a different config is refused, naming every key that differs (repeating the original command with
+``resume=`` added is accepted). The loop then starts after the checkpoint's iteration, with every RNG where it was, so
 the run ends exactly as an uninterrupted one would (bit for bit on CPU).
 
 What the killed process did after its last checkpoint is undone first: lines of ``metrics.jsonl``
