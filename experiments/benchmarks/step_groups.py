@@ -30,7 +30,8 @@ and for h = 1 (one imagined turn, then the latent critic: close to the critic's 
 alternative), and Spearman's rank correlation of each with the Monte-Carlo values within groups.
 The Monte-Carlo rollouts are the real-branch oracle's cost, printed as real env steps.
 
-One seed, small sizes: a few minutes on one core. It measures coverage and agreement, not learning.
+One seed, small sizes: about 23 minutes on two heavily shared cores (minishop and sokoban take the
+longest). It measures coverage and agreement, not learning.
 """
 
 from __future__ import annotations
@@ -291,8 +292,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--siblings", type=int, default=4, help="G: policy siblings per counterfactual group")
     parser.add_argument("--horizon", type=int, default=2, help="h: imagined turns per member")
     parser.add_argument("--experts", type=int, default=128, help="expert episodes to clone and to fit on")
-    parser.add_argument("--bc-steps", type=int, default=60)
-    parser.add_argument("--wm-steps", type=int, default=150)
+    parser.add_argument("--bc-steps", type=int, default=300)
+    parser.add_argument("--wm-steps", type=int, default=300)
     parser.add_argument("--critic-steps", type=int, default=150)
     parser.add_argument(
         "--minishop-words", type=int, default=48, help="world-model observation cap on minishop"
