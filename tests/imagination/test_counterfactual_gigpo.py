@@ -127,3 +127,18 @@ def test_above_the_uncertainty_threshold_every_row_is_gigpo(monkeypatch, policy_
     assert torch.allclose(per_row, gigpo_of(batch, est.algo).advantages, atol=1e-6)
     closed = est.advantages(policy, batch, iteration=2, gate_open=False)[1]  # a closed gate: GiGPO too
     assert torch.allclose(closed.sum(dim=1) / batch.tokens.response_mask.sum(dim=1), per_row, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("siblings", 0),
+        ("horizon", 0),
+        ("fallback_uncertainty", -1.0),
+        ("critic_lr", 0.0),
+        ("siblings_in_gradient", 1),
+    ],
+)
+def test_bad_options_name_their_key(key, value):
+    with pytest.raises(ValueError, match=f"algo.counterfactual.{key}"):
+        CounterfactualConfig(**{key: value})
