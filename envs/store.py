@@ -66,6 +66,7 @@ from typing import Any
 import datasets
 from datasets import Dataset, Features, List, Value
 
+from envs.durable import fsync_dir, fsync_tree
 from envs.store_merge import merge_start
 from envs.trajectory import Trajectory, Turn
 
@@ -308,7 +309,7 @@ class TrajectoryStore:
         tmp = self.path / f".tmp-{uuid.uuid4().hex}"
         with _quiet_progress_bars():
             shard.save_to_disk(str(tmp))
-        _fsync_tree(tmp)
+        fsync_tree(tmp)
         os.rename(tmp, self.path / name)
         return name
 
@@ -329,7 +330,7 @@ class TrajectoryStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path / MANIFEST)  # the commit point
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def _remove_leftovers(self, committed: set[str]) -> None:
         """Delete what killed writers left behind. Call only while holding the store lock."""
@@ -382,23 +383,3 @@ def _quiet_progress_bars() -> Iterator[None]:
     finally:
         if not was_disabled:
             datasets.utils.enable_progress_bars()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(folder: Path) -> None:
-    """Flush every file under ``folder`` and the folders themselves, so a rename publishes durable data."""
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(root))

@@ -37,6 +37,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from envs.durable import fsync_dir, fsync_tree
+
 FORMAT = "reverie-checkpoint"
 VERSION = 1
 STATE_JSON = "state.json"
@@ -133,14 +135,14 @@ def save_checkpoint(
     }
     meta["self_sha256"] = _text_sha256(json.dumps(meta, sort_keys=True))  # state.json checks itself too
     (tmp / STATE_JSON).write_text(json.dumps(meta), encoding="utf-8")
-    _fsync_tree(tmp)
+    fsync_tree(tmp)
     if os.environ.get(KILL_BEFORE_PUBLISH_ENV) == str(checkpoint.loop.iteration):
         os.kill(os.getpid(), 9)  # SIGKILL: no cleanup, exactly as a crash
     final = root / checkpoint_name(checkpoint.loop.iteration)
     if final.exists():  # a stale one of the same iteration (never the one a resume started from)
         shutil.rmtree(final)
     os.rename(tmp, final)  # the commit point
-    _fsync_dir(root)
+    fsync_dir(root)
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old)
     return final
@@ -253,25 +255,6 @@ def _sha256(path: Path) -> str:
 
 def _text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(root))
 
 
 def _one_line(error: BaseException) -> str:
