@@ -105,6 +105,23 @@ def token_shares(attention_mask: torch.Tensor, response_mask: torch.Tensor) -> t
     return non_pad, 1.0 - non_pad / positions, float(response_mask.sum()) / positions
 
 
+def idle_decode_share(lengths_per_call: Sequence[Sequence[int]]) -> float:
+    """Share of decode slots spent on rows that had already finished, over batched sampling calls.
+
+    A call decodes every row for as many steps as its longest action (``lengths_per_call[c]``: the
+    action lengths of call ``c``), so a row of length ``n`` idles ``max - n`` of those steps.
+    """
+    slots = idle = 0
+    for lengths in lengths_per_call:
+        if lengths:
+            longest = max(lengths)
+            slots += longest * len(lengths)
+            idle += sum(longest - n for n in lengths)
+    if slots == 0:
+        raise ValueError("idle_decode_share: no decode slots")
+    return idle / slots
+
+
 @dataclass
 class Series:
     """Wall seconds of reverie and of its reference, one pair per repeat; ``work`` units per call."""
@@ -136,6 +153,7 @@ class Result:
     world_model_share: dict[int, list[float]]
     padding_share: float
     trained_share: float
+    idle_decode_share: float
     rows: int
     width: int
     world_model_fitted: bool
@@ -224,6 +242,17 @@ def prompts_by_turn(trajectories: Sequence[Trajectory]) -> list[list[list[int]]]
                 batches.append([])
             batches[t].append(list(turn.sample.prompt_ids))
     return batches
+
+
+def action_lengths_by_turn(trajectories: Sequence[Trajectory]) -> list[list[int]]:
+    """The sampled action lengths, one list per turn index (per ``act`` call, as ``prompts_by_turn``)."""
+    lengths: list[list[int]] = []
+    for trajectory in trajectories:
+        for t, turn in enumerate(trajectory.turns):
+            if len(lengths) <= t:
+                lengths.append([])
+            lengths[t].append(len(turn.sample.action_ids))
+    return lengths
 
 
 def plain_update(
@@ -398,6 +427,7 @@ def run(settings: Settings = Settings(), progress: Callable[[str], None] | None 
     update_tokens = float(batch.tokens.attention_mask.sum()) * ppo.epochs
 
     prompt_batches = prompts_by_turn(trajectories)
+    idle_share = idle_decode_share(action_lengths_by_turn(trajectories))
     real_steps = count_env_steps(trajectories)
     imagined_steps = count_env_steps(imagine(0).trajectories, source="imagined")
     progress(
@@ -469,6 +499,7 @@ def run(settings: Settings = Settings(), progress: Callable[[str], None] | None 
         share,
         padding_share,
         trained_share,
+        idle_share,
         len(batch),
         batch.tokens.input_ids.shape[1],
         settings.fit_steps > 0,
@@ -483,7 +514,8 @@ def format_table(result: Result) -> str:
     )
     lines = [
         f"batch: {result.rows} rows x {result.width} columns; padding {result.padding_share:.1%} of positions, "
-        f"trained (response) tokens {result.trained_share:.1%}",
+        f"trained (response) tokens {result.trained_share:.1%}; collection: "
+        f"{result.idle_decode_share:.1%} of decode slots on rows already finished",
         f"world model: {'fitted ' + str(result.settings.fit_steps) + ' steps on expert episodes' if result.world_model_fitted else 'untrained'}; "
         "imagination's reference is real collection (steps/s)",
         header,

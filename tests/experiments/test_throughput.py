@@ -22,6 +22,15 @@ def test_token_shares_match_a_hand_count():
         throughput.token_shares(torch.zeros((0, 5)), torch.zeros((0, 5)))
 
 
+def test_idle_decode_share_matches_a_hand_count():
+    # Call 1: actions of 1 and 3 tokens decode 3 steps x 2 rows = 6 slots, 2 of them idle;
+    # call 2: one action of 2 tokens, 2 slots, none idle. 2 idle of 8.
+    assert throughput.idle_decode_share([[1, 3], [2]]) == pytest.approx(2 / 8)
+    assert throughput.idle_decode_share([[4, 4, 4]]) == 0.0
+    with pytest.raises(ValueError, match="no decode slots"):
+        throughput.idle_decode_share([[]])
+
+
 def test_series_pairs_each_repeat_for_its_ratio():
     # Reverie does 100 units in 2 s then 4 s; the reference does 50 units in 0.5 s then 2 s.
     series = throughput.Series(work=100.0, reference_work=50.0, reverie_s=[2.0, 4.0], reference_s=[0.5, 2.0])
@@ -50,7 +59,7 @@ def test_quick_run_prints_every_row_with_positive_ratios(tmp_path, capsys):
         assert all(math.isfinite(x) and x > 0 for x in numbers), (figure, numbers)
     share = next(line for line in lines if line.startswith("world model share"))
     assert 0 < float(share.split("median")[1].split()[0]) <= 1
-    assert any(line.startswith("batch:") and "padding" in line for line in lines)
+    assert any(line.startswith("batch:") and "padding" in line and "decode slots" in line for line in lines)
     assert (tmp_path / "throughput.png").stat().st_size > 0
 
 
