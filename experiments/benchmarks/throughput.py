@@ -306,7 +306,12 @@ def stderr_progress() -> Callable[[str], None]:
 
 
 def run(settings: Settings = Settings(), progress: Callable[[str], None] | None = None) -> Result:
-    progress = progress or stderr_progress()
+    """Build the batches, then time every figure; torch's thread count is restored afterwards."""
+    with num_threads(torch.get_num_threads()):  # each phase sets its own count; the caller's comes back
+        return _measure(settings, progress or stderr_progress())
+
+
+def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
     run_cfg = compose_run(settings.experiment, settings.seed)
     trainer, algo, env_kwargs = run_cfg.trainer, run_cfg.algo, dict(run_cfg.env.kwargs)
     env_name, seed = run_cfg.env.name, run_cfg.seed

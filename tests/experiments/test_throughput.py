@@ -43,7 +43,9 @@ def test_series_pairs_each_repeat_for_its_ratio():
 
 
 def test_quick_run_prints_every_row_with_positive_ratios(tmp_path, capsys):
+    threads_before = torch.get_num_threads()
     throughput.main(["--quick", "--threads", "1", "--out", str(tmp_path)])
+    assert torch.get_num_threads() == threads_before  # the benchmark leaves the caller's setting alone
     lines = capsys.readouterr().out.splitlines()
 
     rows = {}
