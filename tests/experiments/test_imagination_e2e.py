@@ -3,8 +3,6 @@ leave the model-free run untouched, and a run's world model is saved and reloada
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from safetensors.torch import load_file
 

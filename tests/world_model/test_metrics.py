@@ -25,7 +25,7 @@ def test_scores_every_turn_against_the_recording(hn_tokenizer, hn_trajectories, 
         assert list(actions) == [t.action for t in truth]  # the model is asked about the real turns, in order
         # What the model can emit: the real text as its words read back (word caps, word-level split).
         real = [hn_tokenizer.decode(w) for w in hn_tokenizer.observation_words([t.next_observation for t in truth])]
-        observations = [text if i % 2 == 0 else "wrong" for i, text in zip(rows, real)]
+        observations = [text if i % 2 == 0 else "wrong" for i, text in zip(rows, real, strict=True)]
         n = len(actions)
         predictions = Predictions(
             observations=observations, reward=torch.tensor([t.reward + 0.4 for t in truth]),
