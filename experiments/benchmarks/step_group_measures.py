@@ -15,6 +15,8 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
+from experiments.benchmarks.ranks import average_ranks
+
 
 def exact_match_group_sizes(group_ids: Sequence[Hashable], anchors: Sequence[str]) -> torch.Tensor:
     """``(N,)`` long: how many rows share each row's key (episode group, exact anchor)."""
@@ -90,18 +92,7 @@ def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
         raise ValueError("spearman needs two (n,) tensors of one shape")
 
     def ranks(v: torch.Tensor) -> torch.Tensor:
-        values = v.double().tolist()
-        order = sorted(range(len(values)), key=lambda i: values[i])
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for m in range(i, j + 1):
-                out[order[m]] = (i + j) / 2
-            i = j + 1
-        return torch.tensor(out, dtype=torch.float64)
+        return torch.tensor(average_ranks(v.double().tolist()), dtype=torch.float64)
 
     rx, ry = ranks(x), ranks(y)
     rx, ry = rx - rx.mean(), ry - ry.mean()

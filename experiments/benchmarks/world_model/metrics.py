@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from experiments.benchmarks.ranks import average_ranks
+
 
 def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float:
     """P(score of a random positive > score of a random negative), ties counting 1/2.
@@ -18,16 +20,7 @@ def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float:
     n_neg = len(positives) - n_pos
     if n_pos == 0 or n_neg == 0:
         return math.nan
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    start = 0
-    while start < len(order):
-        stop = start
-        while stop + 1 < len(order) and scores[order[stop + 1]] == scores[order[start]]:
-            stop += 1
-        for i in order[start : stop + 1]:
-            ranks[i] = (start + stop) / 2 + 1  # the tied block's average 1-based rank
-        start = stop + 1
+    ranks = [rank + 1 for rank in average_ranks(scores)]  # 1-based, ties averaged
     rank_sum = sum(r for r, p in zip(ranks, positives, strict=True) if p)
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
