@@ -17,26 +17,13 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from tests.experiments.test_train_e2e import TINY as E2E_TINY
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = [
-    "trainer.iterations=2",
-    "trainer.groups_per_iteration=2",
-    "trainer.group_size=4",
-    "trainer.eval_episodes=8",
-    "trainer.eval_every=1",
-    "trainer.warm_start.max_steps=5",
-    "trainer.warm_start.expert_episodes=16",
-    "trainer.warm_start.eval_every=5",
-    "trainer.warm_start.eval_episodes=8",
-    "trainer.progress=false",
-    "policy.hidden_size=32",
-    "policy.num_layers=1",
-    "policy.num_heads=2",
-    "policy.intermediate_size=64",
-    "algo=grpo",
-]
+# The end-to-end tests' tiny run, on the sweep's own env kwargs and with GRPO.
+TINY = [override for override in E2E_TINY if not override.startswith("env=")] + ["algo=grpo"]
 
 
 def test_a_failing_job_does_not_stop_or_hide_the_others(tmp_path):
