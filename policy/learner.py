@@ -17,9 +17,10 @@ reports how many steps it skipped in ``losses/nonfinite_steps`` and averages its
 the steps taken. After more than ``max_nonfinite_updates`` updates in a row with a skipped step,
 ``update`` raises ``NonFiniteUpdateError``: the run is diverging, not hitting one bad batch.
 
-Multi-process: every rank must hold the same number of rows (so all ranks take the same number of
-optimizer steps); gradients are averaged across ranks by DDP, so with ``token-mean`` the update is
-the mean of the per-rank token means.
+Multi-process: every rank takes as many optimizer steps per epoch as the rank with the most
+minibatches (a rank with fewer rows cuts its rows into more, smaller minibatches), since DDP's
+gradient all-reduce runs in lockstep; gradients are averaged across ranks by DDP, so with
+``token-mean`` the update is the mean of the per-rank token means.
 """
 
 from __future__ import annotations
@@ -210,10 +211,11 @@ class PPOLearner:
         if weights is not None and tuple(weights.shape) != shape[:1]:
             raise ValueError(f"weights has shape {tuple(weights.shape)}, expected {shape[:1]}")
         rows = len(batch)
-        self._check_ranks_agree(math.ceil(rows / cfg.minibatch_size))
+        target = self._minibatches_on_every_rank(math.ceil(rows / cfg.minibatch_size), rows)
         generator = torch.Generator().manual_seed(self.seed + self.num_updates)
         orders = [torch.randperm(rows, generator=generator).to(device) for _ in range(cfg.epochs)]  # each (B,)
         minibatches = [order.split(cfg.minibatch_size) for order in orders]
+        minibatches = [_split_to(epoch, target) for epoch in minibatches]  # as many steps as the busiest rank
 
         per_row: dict[str, torch.Tensor] = {"advantages": advantages.to(device).float()}  # each (B, ...)
         if old_logp is None:
@@ -404,15 +406,23 @@ class PPOLearner:
             bad = self.fabric.all_reduce(bad, reduce_op="sum")
         return float(bad) == 0.0
 
-    def _check_ranks_agree(self, num_minibatches: int) -> None:
-        """Fail on every rank, instead of hanging, when ranks would take different numbers of steps."""
+    def _minibatches_on_every_rank(self, num_minibatches: int, rows: int) -> int:
+        """The most minibatches per epoch any rank holds, which every rank then takes (DDP steps in lockstep).
+
+        A rank with fewer rows splits its minibatches further; one with fewer rows than that count fails on
+        every rank (the decision is collective, so no rank is left waiting in a gradient all-reduce)."""
         if self.fabric.world_size == 1:
-            return
-        counts = self.fabric.all_gather(torch.tensor(num_minibatches, device=self.fabric.device))
-        if bool((counts != num_minibatches).any()):
+            return num_minibatches
+        gathered = self.fabric.all_gather(torch.tensor([num_minibatches, rows], device=self.fabric.device))
+        counts, row_counts = gathered.reshape(-1, 2).T.tolist()  # per rank
+        target = max(counts)
+        if min(row_counts) < target:
             raise ValueError(
-                f"ranks hold different numbers of minibatches per epoch: {counts.flatten().tolist()}"
+                f"ranks hold different numbers of minibatches per epoch ({counts}) and some rank holds fewer rows "
+                f"({row_counts}) than the {target} steps every rank must take: raise minibatch_size or give every "
+                "rank more rows"
             )
+        return target
 
     def _mean_over_ranks(self, metrics: dict[str, float]) -> dict[str, float]:
         if self.fabric.world_size == 1:
@@ -458,3 +468,12 @@ def _chunked(batch: TokenBatch, chunk_size: int, fn) -> torch.Tensor:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     rows = torch.arange(len(batch), device=batch.input_ids.device)
     return torch.cat([fn(batch.index(part)) for part in rows.split(chunk_size)], dim=0)
+
+
+def _split_to(minibatches: list[torch.Tensor], count: int) -> list[torch.Tensor]:
+    """``minibatches`` with the largest halved until there are ``count`` (each holds >= 1 row if the rows allow)."""
+    parts = list(minibatches)
+    while len(parts) < count:
+        largest = max(range(len(parts)), key=lambda i: len(parts[i]))
+        parts[largest : largest + 1] = list(parts[largest].tensor_split(2))
+    return parts

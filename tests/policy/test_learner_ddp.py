@@ -50,7 +50,16 @@ def worker(fabric: Fabric) -> dict:
     grad_learner.update(batch.index(shard), ADVANTAGES[shard])
     grads = [p.grad.clone() for p in grad_model.parameters()]
 
-    # Unequal shards would make the ranks take different numbers of steps: both ranks refuse.
+    # Unequal shards (3 rows: two minibatches of 2; 2 rows: one): the smaller rank cuts its rows into two
+    # minibatches of one, so both take two optimizer steps and stay in lockstep and identical.
+    unequal = torch.tensor([0, 1, 2]) if rank == 0 else torch.tensor([2, 3])
+    unequal_learner = PPOLearner(fabric, tiny_lm(), PPOConfig(epochs=1, minibatch_size=2, lr=1e-2), seed=rank)
+    unequal_learner.update(batch.index(unequal), ADVANTAGES[unequal])
+    adam_steps = [float(state["step"]) for state in unequal_learner.policy_optimizer.state.values()]
+    unequal_steps = fabric.all_gather(torch.tensor(adam_steps))  # (2, P)
+    unequal_sums = fabric.all_gather(checksum(unequal_learner.policy))  # (2, P)
+
+    # A rank with fewer rows (1) than the steps the other needs (2) cannot keep up: both ranks refuse.
     uneven = torch.tensor([0]) if rank == 0 else torch.tensor([1, 2])
     try:
         learner.update(batch.index(uneven), ADVANTAGES[uneven], old_logp=torch.zeros(len(uneven), 5))
@@ -59,7 +68,8 @@ def worker(fabric: Fabric) -> dict:
         refused = str(error)
     refusals = fabric.all_gather(torch.tensor(len(refused)))
     # numpy, not tensors: tensors cross the return queue as shared memory that dies with this process.
-    result = {"start": start, "sums": sums, "stats": stats_everywhere, "grads": grads, "refusals": refusals}
+    result = {"start": start, "sums": sums, "stats": stats_everywhere, "grads": grads, "refusals": refusals,
+              "unequal_steps": unequal_steps, "unequal_sums": unequal_sums}
     result = {k: [t.numpy() for t in v] if isinstance(v, list) else v.numpy() for k, v in result.items()}
     return {**result, "refused": refused}
 
@@ -81,6 +91,10 @@ def test_sharded_update_keeps_ranks_identical_and_averages_gradients():
     (-(ADVANTAGES * ratio * mask).sum() / mask.sum()).backward()
     for ddp_grad, p in zip(result["grads"], model.parameters(), strict=True):
         assert torch.allclose(torch.from_numpy(ddp_grad), p.grad, atol=1e-6)
+
+    assert (result["unequal_steps"] == 2).all()  # every parameter of both ranks took exactly two Adam steps
+    unequal_sums = torch.from_numpy(result["unequal_sums"])
+    assert torch.equal(unequal_sums[0], unequal_sums[1])
 
     assert "different numbers of minibatches" in result["refused"]
     assert (result["refusals"] > 0).all()
