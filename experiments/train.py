@@ -57,6 +57,7 @@ from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
 from imagination.mixing import scheduled_ratio, split_groups
+from imagination.real_branch import RealEnvBrancher
 from imagination.refit import refit_and_gate
 from policy.algorithms import (
     AlgoConfig,
@@ -148,8 +149,13 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         world_model = build_world_model(run.world_model, run.env.name, env_kwargs, env.vocabulary(),
                                         seed=derive_seed(run.seed, "world-model-init"))
     counterfactual = None  # imagined step groups at every real step (algo=counterfactual_gigpo)
-    if algo.name == "counterfactual_gigpo":
-        counterfactual = CounterfactualGiGPO(algo, imagination, world_model, run.env.name, env_kwargs,
+    brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
+    if algo.name == "real_branch_gigpo":
+        brancher = RealEnvBrancher(run.env.name, env_kwargs, algo, max_turns=trainer.max_turns,
+                                   observation_words=run.critic.latent_max_observation_words,
+                                   action_words=run.critic.latent_max_action_words)
+    if algo.name in ("counterfactual_gigpo", "real_branch_gigpo"):
+        counterfactual = CounterfactualGiGPO(algo, imagination, world_model, run.env.name, env_kwargs, brancher=brancher,
                                              critic_options=run.critic.latent_kwargs(), max_turns=trainer.max_turns,
                                              seed=derive_seed(run.seed, "counterfactual"))
 
@@ -355,6 +361,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                 batch, advantages, counterfactual_metrics = counterfactual.advantages(
                     policy, batch, iteration=iteration, gate_open=gate.is_open)
                 model_metrics.update(counterfactual_metrics)
+                real_env_steps += int(counterfactual_metrics.get("oracle/env_steps", 0))  # the oracle's branches
             elif critic is None:
                 advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
             else:

@@ -15,6 +15,11 @@ states whose real transition the model finds more uncertain than ``fallback_unce
 The latent critic (the world model's tokenizer, its own encoder and value head) is fitted each
 iteration on the discounted returns of the most recent real episodes, before it values anything.
 
+Where the members are played is a seam, the ``brancher``: by default the world model
+(``WorldModelBrancher``); ``imagination.real_branch.RealEnvBrancher`` plays them in the real env
+instead (``algo=real_branch_gigpo``, an oracle that pays for its groups in real env steps). A real
+brancher needs no gate and no fallback, and reports the real env steps it took.
+
 Bias and variance: the imagined values carry the model's and the critic's bias (the penalty
 ``imagination.reward_penalty`` and halting ``imagination.halt_uncertainty`` bound it, the fallback
 removes it where the model is unsure), but the baseline is formed at the right state from on-policy
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -33,7 +38,11 @@ from critic.fit import fit_turn_critic, history_states, lambda_returns, predict
 from critic.latent_critic import LatentCritic, LatentCriticConfig
 from envs.trajectory import Trajectory
 from imagination.config import ImaginationConfig
-from imagination.counterfactual_groups import imagine_counterfactual_groups, real_transition_uncertainty
+from imagination.counterfactual_groups import (
+    CounterfactualGroups,
+    imagine_counterfactual_groups,
+    real_transition_uncertainty,
+)
 from imagination.counterfactual_math import (
     counterfactual_step_advantages,
     select_step_advantages,
@@ -45,6 +54,68 @@ from policy.algorithms import AlgoConfig, turn_rows
 from policy.lm_policy import LMPolicy
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from world_model.model import WorldModel
+from world_model.turn_tokens import TurnTokenizer
+
+
+class Brancher(Protocol):
+    """Plays and values the step groups at real states: the world model, or the real env."""
+
+    tokenizer: TurnTokenizer
+    """The latent critic reads histories through it."""
+    real_env: bool
+    """True: the members play in the real env (no gate, no fallback; its steps are real env steps)."""
+
+    def __call__(
+        self, policy: LMPolicy, critic: LatentCritic, states: list[tuple[Trajectory, int]], *, seed: int
+    ) -> CounterfactualGroups:
+        """One group of ``G + 1`` members per state (``imagination.counterfactual_groups``)."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """What its last call cost, by metric name (e.g. real env steps taken); may be empty."""
+        ...
+
+
+class WorldModelBrancher:
+    """The default brancher: the members are imagined by the world model (``imagine_counterfactual_groups``)."""
+
+    real_env = False
+
+    def __init__(
+        self,
+        world_model: WorldModel,
+        env_name: str,
+        env_kwargs: dict[str, Any],
+        algo: AlgoConfig,
+        imagination: ImaginationConfig,
+        max_turns: int | None,
+    ) -> None:
+        self.world_model, self.env_name, self.env_kwargs = world_model, env_name, dict(env_kwargs)
+        self.algo, self.imagination, self.max_turns = algo, imagination, max_turns
+        self.tokenizer = world_model.tokenizer
+
+    def __call__(
+        self, policy: LMPolicy, critic: LatentCritic, states: list[tuple[Trajectory, int]], *, seed: int
+    ) -> CounterfactualGroups:
+        return imagine_counterfactual_groups(
+            policy,
+            self.world_model,
+            critic,
+            self.env_name,
+            self.env_kwargs,
+            states,
+            siblings=self.algo.counterfactual.siblings,
+            horizon=self.algo.counterfactual.horizon,
+            gamma=self.algo.gamma,
+            seed=seed,
+            invalid_action_penalty=self.algo.invalid_action_penalty,
+            reward_penalty=self.imagination.reward_penalty,
+            halt_uncertainty=self.imagination.halt_uncertainty,
+            max_turns=self.max_turns,
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return {}
 
 
 class CounterfactualGiGPO:
@@ -53,6 +124,7 @@ class CounterfactualGiGPO:
     ``critic_options``: ``LatentCriticConfig.for_tokenizer`` keywords (``CriticConfig.latent_kwargs``);
     ``seed`` drives the critic's initialisation, its fits, the world model's draws and the siblings'
     sampling stream (a policy copy with its own generator, so the real rollouts' stream is untouched).
+    ``brancher``: where the members play (default: ``WorldModelBrancher`` on ``world_model``).
     """
 
     def __init__(
@@ -66,13 +138,22 @@ class CounterfactualGiGPO:
         critic_options: dict[str, Any],
         seed: int,
         max_turns: int | None = None,
+        brancher: Brancher | None = None,
     ) -> None:
-        if world_model is None:
+        if world_model is None and brancher is None:
             raise ValueError("algo=counterfactual_gigpo needs a world model")
+        if world_model is None and algo.counterfactual.fallback_uncertainty is not None:
+            raise ValueError(
+                "algo.counterfactual.fallback_uncertainty needs a world model to measure uncertainty; "
+                f"algo={algo.name} has none: leave it null"
+            )
         self.algo, self.options, self.imagination = algo, algo.counterfactual, imagination
         self.world_model, self.env_name, self.env_kwargs = world_model, env_name, dict(env_kwargs)
         self.seed, self.max_turns = seed, max_turns
-        tokenizer = world_model.tokenizer
+        self.brancher = brancher or WorldModelBrancher(
+            world_model, env_name, env_kwargs, algo, imagination, max_turns
+        )
+        tokenizer = self.brancher.tokenizer
         self.critic = LatentCritic(
             LatentCriticConfig.for_tokenizer(tokenizer, **critic_options),
             tokenizer,
@@ -137,23 +218,15 @@ class CounterfactualGiGPO:
         available = torch.zeros(n, dtype=torch.bool)  # (B,)
         uncertainty = torch.zeros(n)  # (B,)
         groups = None
-        if gate_open and states:
-            groups = imagine_counterfactual_groups(
+        brancher_metrics: dict[str, float] = {}
+        if (gate_open or self.brancher.real_env) and states:  # the real env needs no gate
+            groups = self.brancher(
                 policy.with_seed(derive_seed(self.seed, "siblings", iteration)),
-                self.world_model,
                 self.critic,
-                self.env_name,
-                self.env_kwargs,
                 states,
-                siblings=options.siblings,
-                horizon=options.horizon,
-                gamma=algo.gamma,
                 seed=derive_seed(self.seed, "dream", iteration),
-                invalid_action_penalty=algo.invalid_action_penalty,
-                reward_penalty=self.imagination.reward_penalty,
-                halt_uncertainty=self.imagination.halt_uncertainty,
-                max_turns=self.max_turns,
             )
+            brancher_metrics = self.brancher.metrics()
             member_advantages = counterfactual_step_advantages(groups.values, mode=algo.mode)  # (R, G + 1)
             counterfactual[real] = member_advantages[:, 0]
             available[real] = True
@@ -202,6 +275,7 @@ class CounterfactualGiGPO:
             "counterfactual/value_std": float(groups.values.std(dim=1).mean()) if members else float("nan"),
             "counterfactual/sibling_rows": float(len(sibling_rows)),
             "counterfactual/critic_loss": critic_loss,
+            **brancher_metrics,
         }
         if options.fallback_uncertainty is not None and real:
             metrics["counterfactual/state_uncertainty"] = float(uncertainty[real_mask].mean())

@@ -8,6 +8,9 @@ done, halting (``halt_uncertainty``) or the turn cap. All members of all states 
 ``envs.collect`` call, so each round is one batched policy call and one batched world-model step.
 Each member is valued with ``imagined_values``: its imagined (shaped) rewards plus the latent
 critic's value where it was cut off.
+
+``play_step_groups`` is that construction for any env a factory builds; ``imagine_counterfactual_groups``
+gives it ``DreamEnv``s, the real-branch oracle (``imagination.real_branch``) clones of the real env.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import torch
 from critic.base import CriticStates, TurnCritic
 from critic.fit import predict
 from envs.agent import Agent, AgentView
+from envs.base import Env
 from envs.collect import collect
-from envs.trajectory import SampledAction, Trajectory
+from envs.trajectory import SampledAction, Source, Trajectory
 from imagination.counterfactual_math import imagined_values
 from imagination.dream_env import DreamEnv, DreamEnvFactory
 from world_model.model import WorldModel
@@ -93,13 +97,6 @@ def imagine_counterfactual_groups(
     where the action did not parse, as real rows are shaped. ``critic`` maps ``CriticStates`` (whose
     histories it reads) to values.
     """
-    states = list(states)
-    for trajectory, t in states:
-        if not 0 <= t < trajectory.num_turns:
-            raise ValueError(f"state (trajectory {trajectory.trajectory_id}, turn {t}): not a turn it played")
-    group = siblings + 1
-    if not states:
-        return CounterfactualGroups([], [], torch.zeros(0, group), 0)
     factory = DreamEnvFactory(
         world_model,
         env_name,
@@ -110,31 +107,83 @@ def imagine_counterfactual_groups(
         halt_uncertainty=halt_uncertainty,
     )
     built: list[DreamEnv] = []
-    forced: dict[int, tuple[int, str]] = {}
 
     def make_env() -> DreamEnv:
-        env = factory()
-        r, member = divmod(len(built), group)  # collect builds group by group, member by member
+        built.append(factory())
+        return built[-1]
+
+    groups = play_step_groups(
+        policy,
+        make_env,
+        critic,
+        env_kwargs,
+        states,
+        siblings=siblings,
+        horizon=horizon,
+        gamma=gamma,
+        invalid_action_penalty=invalid_action_penalty,
+        max_turns=max_turns,
+        source="imagined",
+    )
+    groups.halted = sum(bool(env.last_info.get("halted", False)) for env in built)
+    return groups
+
+
+def play_step_groups(
+    policy: Agent,
+    make_env: Callable[[], Env],
+    critic: TurnCritic | Callable[[CriticStates], torch.Tensor],
+    env_kwargs: dict[str, Any],
+    states: Sequence[tuple[Trajectory, int]],
+    *,
+    siblings: int,
+    horizon: int,
+    gamma: float,
+    invalid_action_penalty: float = 0.0,
+    max_turns: int | None = None,
+    source: Source = "imagined",
+) -> CounterfactualGroups:
+    """Play and value the step groups in envs from ``make_env``: the world model or the real env.
+
+    ``make_env`` builds one fresh env per member, which ``collect`` puts at the member's state by its
+    ``start_from(trajectory, t)`` (or by replaying the prefix, for an env without it); the env cuts a
+    member off after ``horizon`` turns with ``info["truncated"]``. Member 0 of each group plays the
+    real action first, members 1..G the policy's draws; values as ``imagined_values``.
+    """
+    states = list(states)
+    for trajectory, t in states:
+        if not 0 <= t < trajectory.num_turns:
+            raise ValueError(f"state (trajectory {trajectory.trajectory_id}, turn {t}): not a turn it played")
+    group = siblings + 1
+    if not states:
+        return CounterfactualGroups([], [], torch.zeros(0, group), 0)
+    forced: dict[int, tuple[int, str]] = {}
+    made = 0
+
+    def member_env() -> Env:
+        nonlocal made
+        env = make_env()
+        r, member = divmod(made, group)  # collect builds group by group, member by member
         if member == 0:
             trajectory, t = states[r]
             forced[id(env)] = (t, trajectory.turns[t].action)
-        built.append(env)
+        made += 1
         return env
 
     members = collect(
         RealActionFirst(policy, forced),
-        make_env,
+        member_env,
         env_kwargs=env_kwargs,
         group_size=group,
         branches=states,
         max_turns=max_turns,
-        source="imagined",
+        source=source,
         progress=False,
     )
-    imagined = [m.turns[m.branch_turn :] for m in members]
-    lengths = torch.tensor([len(turns) for turns in imagined])  # (M,)
+    played = [m.turns[m.branch_turn :] for m in members]
+    lengths = torch.tensor([len(turns) for turns in played])  # (M,)
     rewards = torch.zeros(len(members), horizon)  # (M, H)
-    for i, turns in enumerate(imagined):
+    for i, turns in enumerate(played):
         for j, turn in enumerate(turns):
             rewards[i, j] = turn.reward - (0.0 if turn.valid else invalid_action_penalty)
     cut_off = torch.tensor([m.truncated for m in members])  # (M,)
@@ -145,12 +194,11 @@ def imagine_counterfactual_groups(
         end_values = predict(critic, CriticStates(ids, torch.ones_like(ids), ends))  # (E,)
         bootstrap[cut_off] = end_values
     values = imagined_values(rewards, lengths, bootstrap, cut_off, gamma=gamma)  # (M,)
-    halted = sum(bool(env.last_info.get("halted", False)) for env in built)
     return CounterfactualGroups(
         states=states,
         members=[members[r * group : (r + 1) * group] for r in range(len(states))],
         values=values.reshape(len(states), group),
-        halted=halted,
+        halted=0,
     )
 
 

@@ -44,14 +44,15 @@ from policy.fused_advantages import fuse, fused_critic_weights
 from policy.fused_config import FusedConfig
 from policy.learner import PPOConfig
 
-ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo", "counterfactual_gigpo", "fused")
+ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo", "counterfactual_gigpo",
+              "real_branch_gigpo", "fused")
 VALUE_LEVEL = {"ppo_token": "token", "ppo_turn": "turn", "sppo": "sequence", "fused": "turn"}  # the critic-based ones
 
 
 @dataclass
 class AlgoConfig:
     name: str = "gigpo"
-    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo, counterfactual_gigpo, fused."""
+    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo, counterfactual_gigpo, real_branch_gigpo, fused."""
     gamma: float = 0.95
     """Discount: of step returns (GiGPO/HGPO) or of GAE (PPO)."""
     lam: float = 1.0
@@ -85,7 +86,8 @@ class AlgoConfig:
     fused: FusedConfig = field(default_factory=FusedConfig)
     """fused: the group parent and how the critic's weight is chosen (``policy.fused_config``)."""
     counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
-    """counterfactual_gigpo: step groups imagined by the world model (``imagination.counterfactual_gigpo``)."""
+    """counterfactual_gigpo: step groups imagined by the world model (``imagination.counterfactual_gigpo``);
+    real_branch_gigpo: the same groups played in the real env (``imagination.real_branch``)."""
 
     def __post_init__(self) -> None:
         if self.name not in ALGORITHMS:
