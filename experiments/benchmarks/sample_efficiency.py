@@ -47,6 +47,8 @@ METHODS: dict[str, list[str]] = {
     "mb_ppo_turn_r0.75": ["algo=ppo_turn", "critic=latent", *MODEL_BASED, "imagination.ratio=0.75"],
     # Imagined step groups at every real step; the world model is refitted as above, nothing imagined is mixed in.
     "counterfactual_gigpo": ["algo=counterfactual_gigpo", *MODEL_BASED, "imagination.ratio=0"],
+    # Its oracle: the same step groups played in the real env; every branch step is on the x-axis.
+    "real_branch_gigpo": ["algo=real_branch_gigpo"],
     # The critic-group fused advantage and its EVPO switch, beside ppo_turn with the same latent critic.
     "ppo_turn_latent": ["algo=ppo_turn", "critic=latent"],
     "fused": ["algo=fused", "critic=latent"],
