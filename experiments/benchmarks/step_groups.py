@@ -30,6 +30,11 @@ and for h = 1 (one imagined turn, then the latent critic: close to the critic's 
 alternative), and Spearman's rank correlation of each with the Monte-Carlo values within groups.
 The Monte-Carlo rollouts are the real-branch oracle's cost, printed as real env steps.
 
+The real-branch oracle (``algo=real_branch_gigpo``, ``imagination.real_branch``) forms the same
+groups with the same siblings (the same policy stream) in clones of the real env, then values them
+with the same latent critic: a row of the table (``extra/step``: its branch and replay steps per real
+step measured, 0 for the groupings that take no real step) and a line of the sign agreement.
+
 One seed, small sizes: about 23 minutes on two heavily shared cores (minishop and sokoban take the
 longest). It measures coverage and agreement, not learning.
 """
@@ -62,9 +67,11 @@ from experiments.world_model_builder import build_world_model
 from imagination.counterfactual_groups import RealActionFirst, imagine_counterfactual_groups
 from imagination.counterfactual_math import counterfactual_step_advantages
 from imagination.dream_env import derive_seed
+from imagination.real_branch import RealEnvBrancher
 from policy.advantages import gigpo_advantages, hgpo_advantages
-from policy.algorithms import turn_rows
+from policy.algorithms import AlgoConfig, turn_rows
 from policy.config import PolicyConfig
+from policy.counterfactual_config import CounterfactualConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
 from policy.warm_start import behaviour_clone, expert_trajectories
@@ -157,9 +164,10 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
 
 
 def coverage(
-    env_name: str, kwargs: dict[str, Any], episodes: list[Trajectory], groups
-) -> list[tuple[str, float, float]]:
-    """``(grouping, non-singleton share, non-zero share)`` over every step of ``episodes``."""
+    env_name: str, kwargs: dict[str, Any], episodes: list[Trajectory], groups, oracle=None
+) -> list[tuple[str, float, float, float]]:
+    """``(grouping, non-singleton share, non-zero share, extra real steps per step)`` over every step
+    of ``episodes``; ``oracle``: ``(real-branch groups, their real env steps)``, a row if given."""
     keys = [(i, t) for i, trajectory in enumerate(episodes) for t in range(trajectory.num_turns)]
     rows = turn_rows(episodes, keys, invalid_action_penalty=PENALTY)
     columns = (
@@ -177,21 +185,45 @@ def coverage(
             "gigpo (exact anchor)",
             share(exact_match_group_sizes(gids, rows.anchors) > 1),
             share(gigpo.step_advantages != 0),
+            0.0,
         )
     ]
     for name, base in (("hgpo (recipe default)", False), ("hgpo (base_group)", True)):
         hgpo = hgpo_advantages(*columns, gamma=GAMMA, base_group=base)
         sizes = hgpo_group_sizes(gids, tids, steps, rows.anchors, base_group=base)
-        out.append((name, share(sizes > 1), share(hgpo.advantages != 0)))
+        out.append((name, share(sizes > 1), share(hgpo.advantages != 0), 0.0))
     real_action = counterfactual_step_advantages(groups.values)[:, 0]  # (N,) in the same row order
     out.append(
         (
             f"counterfactual (G={groups.values.shape[1] - 1})",
             share(torch.ones(len(real_action)) > 0),
             share(real_action != 0),
+            0.0,
         )
     )
+    if oracle is not None:
+        branched, cost = oracle
+        real_branch = counterfactual_step_advantages(branched.values)[:, 0]  # (N,)
+        out.append(
+            (
+                f"real-branch oracle (G={branched.values.shape[1] - 1})",
+                share(torch.ones(len(real_branch)) > 0),
+                share(real_branch != 0),
+                cost / max(len(real_branch), 1),
+            )
+        )
     return out
+
+
+def real_brancher(env_name: str, kwargs: dict[str, Any], args: argparse.Namespace, horizon: int):
+    """The oracle's brancher with the benchmark's G, h, gamma and invalid-action penalty."""
+    algo = AlgoConfig(
+        name="real_branch_gigpo",
+        gamma=GAMMA,
+        invalid_action_penalty=PENALTY,
+        counterfactual=CounterfactualConfig(siblings=args.siblings, horizon=horizon),
+    )
+    return RealEnvBrancher(env_name, kwargs, algo)
 
 
 def monte_carlo_values(
@@ -270,17 +302,38 @@ def sign_report(policy, world_model, critic, env_name, kwargs, episodes, args) -
         if actions != first:
             lines.append(f"  {label}: siblings differ from the first draw; skipped")
             continue
-        predicted = counterfactual_step_advantages(groups.values)
-        agree, counted = sign_agreement(predicted[sure], measured[sure])
-        low, high = wilson_interval(agree, counted)
-        ranks = [spearman(groups.values[s], mean[s]) for s in range(len(states))]
-        ranks = [r for r in ranks if r == r]  # NaN where a group's values are all equal
-        rho = sum(ranks) / len(ranks) if ranks else float("nan")
+        lines.append(agreement_line(label, groups.values, measured, sure, mean))
+    # The oracle: the same siblings (the same stream), played h turns in clones of the real env.
+    oracle = real_brancher(env_name, kwargs, args, args.horizon)
+    label = f"real-branch oracle h={args.horizon}"
+    groups = oracle(policy.with_seed(derive_seed(args.seed, "sign-siblings")), critic, states, seed=0)
+    actions = [
+        [m.turns[t].action for m in members] for (_, t), members in zip(states, groups.members, strict=True)
+    ]
+    if actions != first:
+        lines.append(f"  {label}: siblings differ from the first draw; skipped")
+    else:
+        extra = oracle.metrics()["oracle/env_steps"] / len(states)
         lines.append(
-            f"  {label:24s} sign agreement {agree}/{counted} = {agree / max(counted, 1):.2f} "
-            f"(95% CI {low:.2f}-{high:.2f}); mean within-group Spearman {rho:.2f} over {len(ranks)} groups"
+            agreement_line(label, groups.values, measured, sure, mean)
+            + f"; {extra:.1f} extra real steps/step"
         )
     return lines
+
+
+def agreement_line(label: str, values, measured, sure, mean) -> str:
+    """Sign agreement (Wilson 95% CI) of the groups' ``values`` (S, G + 1) with the Monte-Carlo advantages
+    ``measured`` where ``sure``, and the mean within-group Spearman correlation with the Monte-Carlo ``mean``."""
+    predicted = counterfactual_step_advantages(values)
+    agree, counted = sign_agreement(predicted[sure], measured[sure])
+    low, high = wilson_interval(agree, counted)
+    ranks = [spearman(values[s], mean[s]) for s in range(len(values))]
+    ranks = [r for r in ranks if r == r]  # NaN where a group's values are all equal
+    rho = sum(ranks) / len(ranks) if ranks else float("nan")
+    return (
+        f"  {label:24s} sign agreement {agree}/{counted} = {agree / max(counted, 1):.2f} "
+        f"(95% CI {low:.2f}-{high:.2f}); mean within-group Spearman {rho:.2f} over {len(ranks)} groups"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -325,9 +378,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             seed=derive_seed(args.seed, "dream"),
             invalid_action_penalty=PENALTY,
         )
+        oracle = real_brancher(env_name, kwargs, args, args.horizon)  # the same siblings, in the real env
+        branched = oracle(policy.with_seed(derive_seed(args.seed, "siblings")), critic, states, seed=0)
+        oracle_cost = oracle.metrics()["oracle/env_steps"]
         success = sum(t.success for t in episodes) / len(episodes)
-        for name, non_singleton, non_zero in coverage(env_name, kwargs, episodes, groups):
-            table.append((env_name, len(states), success, name, non_singleton, non_zero))
+        for name, non_singleton, non_zero, extra in coverage(
+            env_name, kwargs, episodes, groups, (branched, oracle_cost)
+        ):
+            table.append((env_name, len(states), success, name, non_singleton, non_zero, extra))
         if env_name == "hidden_number" and args.sign_states > 0:
             signs = sign_report(policy, world_model, critic, env_name, kwargs, episodes, args)
         tqdm.write(f"{env_name}: {time.monotonic() - start:.0f} s")
@@ -337,10 +395,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "shares over every step of the policy's episodes"
     )
     print(
-        f"{'env':14s} {'steps':>5s} {'success':>7s}  {'grouping':26s} {'non-singleton':>13s} {'non-zero':>9s}"
+        f"{'env':14s} {'steps':>5s} {'success':>7s}  {'grouping':30s} {'non-singleton':>13s} {'non-zero':>9s} "
+        f"{'extra/step':>10s}"
     )
-    for env_name, steps, success, name, non_singleton, non_zero in table:
-        print(f"{env_name:14s} {steps:5d} {success:7.2f}  {name:26s} {non_singleton:13.2f} {non_zero:9.2f}")
+    for env_name, steps, success, name, non_singleton, non_zero, extra in table:
+        print(
+            f"{env_name:14s} {steps:5d} {success:7.2f}  {name:30s} {non_singleton:13.2f} {non_zero:9.2f} "
+            f"{extra:10.2f}"
+        )
     if signs:
         print(
             f"\nSign agreement with real-env Monte Carlo on hidden_number ({args.sign_states} states, "

@@ -84,6 +84,8 @@ def test_the_benchmark_prints_every_grouping_and_the_sign_agreement(capsys):
         "hgpo (recipe default)",
         "hgpo (base_group)",
         "counterfactual (G=2)",
+        "real-branch oracle (G=2)",
     ):
         assert name in out
     assert "Monte-Carlo oracle: 4 real rollouts per member" in out and "sign agreement" in out
+    assert "real-branch oracle h=2" in out and "extra real steps/step" in out
