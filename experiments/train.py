@@ -59,6 +59,13 @@ from imagination.metrics import format_imagination_summary, imagination_metrics,
 from imagination.mixing import scheduled_ratio, split_groups
 from imagination.real_branch import RealEnvBrancher
 from imagination.refit import refit_and_gate
+from imagination.value_expansion import (
+    check_value_expansion,
+    expanded_returns,
+    expansion_branches,
+    plan_expansion,
+    policy_batch,
+)
 from policy.algorithms import (
     AlgoConfig,
     TurnRows,
@@ -131,6 +138,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     env_kwargs = dict(run.env.kwargs)
 
     env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
+    check_value_expansion(run.imagination.mode, run.imagination.enabled, algo.name, algo.value_level,
+                          run.imagination.warmup_iterations)
     seed_global_rngs(derive_seed(run.seed, "global"))  # the loop's own streams never read these
     if trainer.devices != 1:
         raise ValueError("trainer.devices must be 1 in experiments/train.py for now: the PPO learner runs on several "
@@ -327,10 +336,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                                                "imagination/gate", text, real_env_steps=steps))
             world_model_fitted = True
             if n_imagined and gate.is_open:
-                branches = sample_branch_points(list(recent), n_imagined, start_share=imagination.start_share,
-                                                rng=branch_rng)
+                if imagination.mode == "value_expansion":  # continue this update's real turns, same episode budget
+                    branches, group_size = plan_expansion(expansion_branches(trajectories),
+                                                          n_imagined * trainer.group_size, branch_rng)
+                else:
+                    branches, group_size = sample_branch_points(
+                        list(recent), n_imagined, start_share=imagination.start_share, rng=branch_rng), trainer.group_size
                 imagined = imagine_groups(
-                    policy, world_model, run.env.name, env_kwargs, branches, group_size=trainer.group_size,
+                    policy, world_model, run.env.name, env_kwargs, branches, group_size=group_size,
                     config=imagination, seed=derive_seed(run.seed, "dream", iteration), max_turns=trainer.max_turns,
                     first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
                 )
@@ -346,12 +359,9 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 
         update_start = time.monotonic()
         stats = {}
-        if imagined.trajectories:  # imagined rows weigh imagined_weight (0: they only shape the critic)
-            weight = 0.0 if imagination.mode == "value_expansion" else imagination.imagined_weight
-            weights = [1.0] * len(trajectories) + [weight] * len(imagined.trajectories)
-            trajectories = trajectories + imagined.trajectories
-        else:
-            weights = None
+        # Imagined rows weigh imagined_weight; with value_expansion they stay out and only shape the critic's targets.
+        trajectories, weights = policy_batch(trajectories, imagined.trajectories, mode=imagination.mode,
+                                             imagined_weight=imagination.imagined_weight)
         if trajectories:  # empty only when dynamic sampling found no informative group
             # 5. Advantages: one row per sampled turn, trained on exactly the sampled ids.
             batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id, weights=weights)
@@ -366,6 +376,11 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                 advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
             else:
                 advantages, value = critic_advantages(algo, learner, policy, batch, rows)
+                if imagination.mode == "value_expansion" and imagined.trajectories:  # MVE targets on real rows
+                    value = dataclasses.replace(value, returns=expanded_returns(
+                        value.returns, batch.row_keys, batch.trajectories, imagined, gamma=algo.gamma,
+                        invalid_action_penalty=algo.invalid_action_penalty,
+                        end_values=lambda states: learner.critic_values(policy.state_prompts(states), CHUNK_ROWS).cpu()))
 
             # 6. Clipped policy update; old log-probs through the learner's own Fabric module.
             stats = learner.update(batch.tokens, advantages, weights=batch.weights, value=value)

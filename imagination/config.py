@@ -43,7 +43,11 @@ class ImaginationConfig:
     rollouts in them. The world model is then fitted on the warm start's expert data alone."""
     mode: str = "policy"
     """``policy``: imagined groups enter the policy gradient (with ``imagined_weight``) and the
-    critic's targets; ``value_expansion``: they only shape the critic's targets (policy weight 0)."""
+    critic's targets. ``value_expansion`` (model-based value expansion; needs a turn-level critic,
+    ``algo=ppo_turn`` or ``fused``): the update holds real turns only, and the imagined episodes
+    (the same budget) continue this iteration's real turns from the real next state, so that the
+    critic's target on a real turn is its real reward plus the mean imagined return after it
+    (bootstrapped where ``horizon`` cuts it); see ``imagination/value_expansion.py``."""
     imagined_weight: float = 1.0
     """Weight of imagined rows in the policy loss (real rows weigh 1)."""
     horizon: int | None = None
