@@ -65,7 +65,10 @@ MODEL_BASED = [
     "imagination.gate_threshold=0",
 ]
 # Algorithms that build a world model and a latent critic of their own get small ones.
-SMALL_MODELS = {"counterfactual_gigpo": [*SMALL_WORLD_MODEL, *SMALL_LATENT_CRITIC]}
+SMALL_MODELS = {
+    "counterfactual_gigpo": [*SMALL_WORLD_MODEL, *SMALL_LATENT_CRITIC],
+    "real_branch_gigpo": SMALL_LATENT_CRITIC,
+}
 ALGOS = sorted(path.stem for path in (CONF / "algo").glob("*.yaml"))
 CASES = {
     **{algo: [f"algo={algo}", *SMALL_MODELS.get(algo, [])] for algo in ALGOS},
