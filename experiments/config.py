@@ -214,10 +214,16 @@ class TrainerConfig:
     on_env_error: str = "skip"
     """An environment raising inside ``step``: ``skip`` marks that episode failed, logs it with its seed
     and goes on without it; ``raise`` stops the run."""
+    compile: bool = False
+    """``torch.compile`` the policy for the learner's update (its old log-prob pass and minibatch steps).
+    Compiling costs about a minute of CPU up front, so it pays off only on long runs (README,
+    "Compiling the update"); sampling stays eager. Saved weights and checkpoints are the same as without."""
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     """Behaviour-cloning warm start."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.compile, bool):  # Hydra checks the type; this guards direct construction
+            raise ValueError(f"trainer.compile must be true or false, got {self.compile!r}")
         for name in ("iterations", "groups_per_iteration", "group_size", "eval_every", "eval_episodes", "devices"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")

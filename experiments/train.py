@@ -199,7 +199,10 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 
     # The reference policy of the optional KL penalty is the policy RL starts from.
     ref_model = copy.deepcopy(policy.model).eval() if algo.ppo.kl_coef > 0 else None
-    learner = PPOLearner(fabric, policy.model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
+    # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
+    # and its state dict is the original's); sampling and save_policy read the eager policy.model.
+    update_model = torch.compile(policy.model, dynamic=True) if trainer.compile else policy.model
+    learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
                          critic=critic, ref_model=ref_model, max_nonfinite_updates=trainer.max_nonfinite_updates)
 
     real_env_steps = 0

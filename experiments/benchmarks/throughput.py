@@ -579,6 +579,9 @@ def main(argv: Sequence[str] | None = None) -> Result:
     )
     parser.add_argument("--fit-steps", type=int, default=None, help="world-model fit steps; 0: untrained")
     parser.add_argument(
+        "--compile", action="store_true", help="instead: what torch.compile saves per update (compile_payoff.py)"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path("outputs/benchmarks"), help="folder of throughput.png"
     )
     args = parser.parse_args(argv)
@@ -591,6 +594,10 @@ def main(argv: Sequence[str] | None = None) -> Result:
     if args.fit_steps is not None:
         changes["fit_steps"] = args.fit_steps
     settings = dataclasses.replace(settings, **changes)
+    if args.compile:  # trainer.compile's cost and saving: its own table and compile_payoff.png
+        from experiments.benchmarks import compile_payoff
+
+        return compile_payoff.report(settings, args.out)
     result = run(settings)
     print(format_table(result))
     args.out.mkdir(parents=True, exist_ok=True)
