@@ -1,7 +1,9 @@
 """The PPO learner: clipped policy updates (plus an optional critic) on Lightning Fabric.
 
 One ``update`` runs ``epochs`` passes of shuffled minibatches over a ``TokenBatch`` (one row per
-agent turn, the ids the policy sampled). Per minibatch: log-probs and entropies are recomputed, the
+agent turn, the ids the policy sampled). Minibatches are length-aware by default (rows of similar
+length drawn together, each minibatch cut to its longest row: ``policy.minibatches``), which changes
+which rows meet but not what a minibatch's loss is. Per minibatch: log-probs and entropies are recomputed, the
 verl-style clipped policy loss is taken (per-sample weights passed through), an optional KL to a
 frozen reference policy and an entropy bonus are added, and, when a critic is given, its value loss
 at the level of the algorithm (``policy.value_targets``). One backward pass, gradient clipping per
@@ -46,7 +48,10 @@ from policy.losses import (
     ppo_policy_loss,
     sequence_value_loss,
 )
+from policy.minibatches import minibatch_indices, padding_columns, trim_columns
 from policy.value_targets import ValueTargets
+
+OLD_LOGP_SOURCES = ("sampling", "recompute")
 
 
 class NonFiniteUpdateError(RuntimeError):
@@ -88,6 +93,22 @@ class PPOConfig:
     """Weight of the KL penalty to the reference policy (needs ``ref_model``)."""
     kl_kind: str = "k3"
     """KL estimator: one of ``KL_KINDS``."""
+    length_buckets: int = 4
+    """Length-aware minibatches (``policy.minibatches``): each epoch's shuffled rows are cut into buckets of
+    this many minibatches, each bucket sorted by row length before it is cut, so similar lengths share a
+    minibatch and trimming drops more padding; larger buckets leave less padding but less randomness in
+    which rows meet. 0: plain shuffled minibatches (with ``trim_padding=False``, the update of earlier
+    versions, bit for bit)."""
+    trim_padding: bool = True
+    """Cut each minibatch to its longest row (drop the leading columns that are padding in every row).
+    The losses do not change (padding is masked, positions come from the attention mask); rounding may."""
+    old_logp: str = "sampling"
+    """Where the training loop takes the ratio's old log-probs from: ``sampling``, the log-probs the policy
+    recorded while sampling each token (temperature 1, full fp32 on CPU; saves a forward pass over the
+    batch); ``recompute``, a no-grad pass of the learner over the first epoch's minibatches, so the first
+    ratios are exactly 1. Use ``recompute`` under mixed precision (``trainer.precision=bf16-mixed``):
+    sampling runs outside the learner's autocast, so its log-probs differ from the learner's by the
+    precision gap and the ratio would measure that gap rather than the update."""
 
     def __post_init__(self) -> None:
         for name in ("epochs", "minibatch_size"):
@@ -109,6 +130,10 @@ class PPOConfig:
                 raise ValueError(f"PPOConfig.{name} must be > 0 or None, got {getattr(self, name)}")
         if self.kl_kind not in KL_KINDS:
             raise ValueError(f"PPOConfig.kl_kind must be one of {KL_KINDS}, got {self.kl_kind!r}")
+        if isinstance(self.length_buckets, bool) or not isinstance(self.length_buckets, int) or self.length_buckets < 0:
+            raise ValueError(f"PPOConfig.length_buckets must be an integer >= 0, got {self.length_buckets!r}")
+        if self.old_logp not in OLD_LOGP_SOURCES:
+            raise ValueError(f"PPOConfig.old_logp must be one of {OLD_LOGP_SOURCES}, got {self.old_logp!r}")
 
 
 class PPOLearner:
@@ -213,17 +238,27 @@ class PPOLearner:
         rows = len(batch)
         target = self._minibatches_on_every_rank(math.ceil(rows / cfg.minibatch_size), rows)
         generator = torch.Generator().manual_seed(self.seed + self.num_updates)
-        orders = [torch.randperm(rows, generator=generator).to(device) for _ in range(cfg.epochs)]  # each (B,)
-        minibatches = [order.split(cfg.minibatch_size) for order in orders]
+        minibatches = [  # per epoch, each minibatch's (b,) row indices
+            [idx.to(device) for idx in epoch]
+            for epoch in minibatch_indices(
+                batch.attention_mask.sum(dim=1), epochs=cfg.epochs, minibatch_size=cfg.minibatch_size,
+                length_buckets=cfg.length_buckets, generator=generator,
+            )
+        ]
         minibatches = [_split_to(epoch, target) for epoch in minibatches]  # as many steps as the busiest rank
 
         per_row: dict[str, torch.Tensor] = {"advantages": advantages.to(device).float()}  # each (B, ...)
         if old_logp is None:
-            old_logp = self._first_epoch_logp(batch, minibatches[0])
+            old_logp = self._over_minibatches(
+                batch, minibatches[0], lambda part: self._in_eval_mode(self.policy, lambda: self._policy_logp(part))
+            )
         per_row["old_logp"] = old_logp.to(device).float()
         if self.ref_model is not None:
             with self.fabric.autocast():  # the update's precision, for the reference too
-                per_row["ref_logp"] = _chunked(batch, cfg.minibatch_size, self._ref_logp)
+                per_row["ref_logp"] = (
+                    self._over_minibatches(batch, minibatches[0], self._ref_logp) if cfg.trim_padding
+                    else _chunked(batch, cfg.minibatch_size, self._ref_logp)
+                )
         if weights is not None:
             per_row["weights"] = weights.to(device).float()
         if value is not None:
@@ -233,6 +268,10 @@ class PPOLearner:
             if value.old_values is not None:
                 per_row["old_values"] = value.old_values.to(device).float()
         states = None if value is None or value.states is None else value.states.to(device)
+        # The (B, L) tensors, cut with the minibatch's columns; the others are (B,), one value per row.
+        token_aligned = {"advantages", "old_logp", "ref_logp"} | (
+            {"returns", "old_values"} if value is not None and value.level == "token" else set()
+        )
 
         self.policy.train()
         if self.critic is not None:
@@ -241,9 +280,10 @@ class PPOLearner:
         steps = skipped = 0
         for epoch_minibatches in minibatches:
             for idx in epoch_minibatches:  # (b,)
-                minibatch = {k: v[idx] for k, v in per_row.items()}
+                part, start = self._minibatch(batch, idx)  # (b, L - start)
+                minibatch = {k: v[idx, start:] if k in token_aligned else v[idx] for k, v in per_row.items()}
                 minibatch_states = None if states is None else states.index(idx)
-                step_metrics = self._step(batch.index(idx), minibatch, value, minibatch_states)
+                step_metrics = self._step(part, minibatch, value, minibatch_states)
                 if step_metrics is None:  # non-finite: no step taken, nothing averaged in
                     skipped += 1
                     continue
@@ -268,14 +308,22 @@ class PPOLearner:
             )
         return self._mean_over_ranks(metrics)
 
-    def _first_epoch_logp(self, batch: TokenBatch, minibatches: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Old log-probs from forward passes over exactly the first epoch's minibatches."""
-        old = torch.zeros(batch.input_ids.shape, device=self.fabric.device)  # (B, L)
+    def _minibatch(self, batch: TokenBatch, idx: torch.Tensor) -> tuple[TokenBatch, int]:
+        """The rows ``idx`` of ``batch``, cut to their longest row when ``trim_padding``, and how many leading
+        columns were cut."""
+        part = batch.index(idx)
+        start = padding_columns(part.attention_mask) if self.cfg.trim_padding else 0
+        return trim_columns(part, start), start
+
+    def _over_minibatches(self, batch: TokenBatch, minibatches: list[torch.Tensor], fn) -> torch.Tensor:
+        """(B, L) no-grad ``fn(minibatch)`` over exactly these minibatches (as trimmed in the update), so the
+        first epoch's forward passes see the same rows and columns; 0 on the columns a minibatch dropped."""
+        out = torch.zeros(batch.input_ids.shape, device=self.fabric.device)  # (B, L)
         with torch.no_grad():
             for idx in minibatches:
-                part = batch.index(idx)
-                old[idx] = self._in_eval_mode(self.policy, lambda part=part: self._policy_logp(part))
-        return old
+                part, start = self._minibatch(batch, idx)
+                out[idx, start:] = fn(part)  # (b, L - start)
+        return out
 
     def _policy_logp(self, batch: TokenBatch) -> torch.Tensor:
         return token_logprobs(self.policy, batch.input_ids, batch.attention_mask)[0]

@@ -183,7 +183,7 @@ def params_after(seed: int, model: torch.nn.Module) -> list[torch.Tensor]:
     batch = hand_batch()
     advantages = batch.response_mask * torch.tensor([[1.0], [-1.0], [0.5], [2.0]])
     old_logp = compute_old_logp(model, batch, chunk_size=4)
-    learner = make_learner(model, PPOConfig(epochs=2, minibatch_size=2, lr=1e-2), seed=seed)
+    learner = make_learner(model, PPOConfig(epochs=2, minibatch_size=2, lr=1e-2, length_buckets=1), seed=seed)
     torch.manual_seed(seed * 1000 + 17)  # the global RNG must not matter
     learner.update(batch, advantages, old_logp=old_logp)
     return [p.detach().clone() for p in model.parameters()]
@@ -240,7 +240,8 @@ TURN_RETURNS = torch.tensor([1.0, -1.0, 0.5, 2.0])
 @pytest.mark.parametrize("level", ["token", "turn", "sequence"])
 def test_value_loss_decreases_toward_fixed_returns(level):
     batch = hand_batch()
-    cfg = PPOConfig(epochs=2, minibatch_size=2, lr=0.0, value_lr=1e-2)
+    # Plain shuffled minibatches: four rows would be one length-sorted bucket, the same pairs every epoch.
+    cfg = PPOConfig(epochs=2, minibatch_size=2, lr=0.0, value_lr=1e-2, length_buckets=0)
     learner = make_learner(tiny_lm(), cfg, critic=tiny_critic())
     states = prompt_states(batch)
 
