@@ -87,6 +87,7 @@ from world_model.metrics import one_step_accuracy
 
 register_configs()
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
+FULL_PRECISION = ("32-true", "32", "64-true", "64")  # where sampling's log-probs are the learner's (algo.ppo.old_logp)
 
 
 def build_policy(run: Resolved, vocabulary: list[str]) -> LMPolicy:
@@ -144,6 +145,10 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     if trainer.devices != 1:
         raise ValueError("trainer.devices must be 1 in experiments/train.py for now: the PPO learner runs on several "
                          "Fabric processes (tests/policy/test_learner_ddp.py) but this loop does not launch them yet")
+    if algo.ppo.old_logp == "sampling" and trainer.precision not in FULL_PRECISION:
+        raise ValueError(f"algo.ppo.old_logp=sampling needs full precision (trainer.precision one of {FULL_PRECISION}), "
+                         f"got trainer.precision={trainer.precision}: sampling runs outside the learner's autocast, so "
+                         "its log-probs are not the learner's; set algo.ppo.old_logp=recompute")
     fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
                     precision=trainer.precision)
     # resume=RUN_DIR: continue from the newest checkpoint, with what the killed run wrote after it undone.
@@ -385,8 +390,11 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                         invalid_action_penalty=algo.invalid_action_penalty,
                         end_values=lambda states: learner.critic_values(policy.state_prompts(states), CHUNK_ROWS).cpu()))
 
-            # 6. Clipped policy update; old log-probs through the learner's own Fabric module.
-            stats = learner.update(batch.tokens, advantages, weights=batch.weights, value=value)
+            # 6. Clipped policy update. Old log-probs: those recorded while sampling (every row of the batch,
+            #    real or imagined, was sampled by this policy since its last update), or recomputed by the
+            #    learner's own Fabric module (algo.ppo.old_logp).
+            old_logp = batch.sampling_logp if algo.ppo.old_logp == "sampling" else None
+            stats = learner.update(batch.tokens, advantages, old_logp=old_logp, weights=batch.weights, value=value)
             if stats.get("losses/nonfinite_steps"):
                 log_fault(logger, run_dir, "faults/nonfinite", f"iteration {iteration}: "
                           f"{stats['losses/nonfinite_steps']:.0f} optimizer steps had a non-finite loss or gradient "
