@@ -7,12 +7,15 @@ The batches are built the way ``experiments.train`` builds them, on the ``make r
 policy is warm-started by a short behaviour clone on expert episodes, then one iteration's groups are
 collected with ``envs.collect`` and turned into the learner's ``RolloutBatch``. Three figures:
 
-- **Update.** Reverie's update phase (``build_rollout_batch``, advantages, ``PPOLearner.update`` with
-  its old log-prob pass) against a plain PyTorch loop, forward + backward + AdamW over the very same
-  minibatches (same rows, same order, same padded width), which is the practical limit. Both in
-  non-pad (attention-mask) tokens per second, counted as the batch's non-pad tokens times the epochs,
-  so the ratio is the ratio of times. The share of padding positions and of trained (response)
-  tokens in the batch is printed too: a padded position costs as much as a real one.
+- **Update.** Reverie's update phase as ``experiments.train`` runs it (``build_rollout_batch``,
+  advantages, ``PPOLearner.update`` with the preset's length-bucketed, trimmed minibatches and the
+  sampling log-probs as old log-probs) against a plain PyTorch loop, forward + backward + AdamW over
+  plain shuffled minibatches at the batch's full width, which is what the update cost before those
+  two changes could at best be. A second line compares it with that earlier path itself
+  (``length_buckets=0``, ``trim_padding=false``, ``old_logp=recompute``). All in non-pad
+  (attention-mask) tokens per second, counted as the batch's non-pad tokens times the epochs, so a
+  ratio is the ratio of times. The share of padding positions and of trained (response) tokens in
+  the batch is printed too, and the padding the update's minibatches still carry after trimming.
 - **Collection.** Env steps per second of ``envs.collect`` with the ``LMPolicy`` against a bare
   KV-cache sampling loop of the same model (``past_key_values``, temperature sampling, stop when
   every row has emitted EOS) on the same prompt ids, batched as ``collect`` batched them (one call
@@ -59,6 +62,7 @@ from policy.batch import TokenBatch
 from policy.encode import left_pad
 from policy.learner import PPOLearner
 from policy.logprobs import position_ids_for
+from policy.minibatches import minibatch_indices, padding_columns
 from policy.rollout_batch import build_rollout_batch
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model.lightning_module import fit_world_model
@@ -66,6 +70,8 @@ from world_model.lightning_module import fit_world_model
 CONF = Path(__file__).resolve().parents[1] / "conf"
 FIGURES = ("update tok/s", "collection steps/s", "imagination steps/s")
 """One table row per figure and thread count; the imagination row's reference is real collection."""
+UPDATE_BEFORE = "update new / before"
+"""Not a table row: the update phase (reverie) against its earlier full-width, recomputing path (reference)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,8 @@ class Result:
     width: int
     world_model_fitted: bool
     settings: Settings
+    update_padding_share: float = float("nan")
+    """Padding share of the positions the update's (trimmed) minibatches forward, over all epochs."""
 
 
 def compose_run(experiment: str, seed: int):
@@ -410,6 +418,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
     batch = build_rollout_batch(update_trajectories, pad_id=policy.pad_token_id, weights=update_weights)
     _, padding_share, trained_share = token_shares(batch.tokens.attention_mask, batch.tokens.response_mask)
     ppo = learner_config(run_cfg)
+    before = dataclasses.replace(ppo, length_buckets=0, trim_padding=False, old_logp="recompute")
     fabric = Fabric(accelerator="cpu", devices=1, precision=trainer.precision)
 
     def reverie_update(learner: PPOLearner) -> None:
@@ -418,7 +427,8 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
             built.trajectories, built.row_keys, invalid_action_penalty=algo.invalid_action_penalty
         )
         advantages = group_baseline_token_advantages(algo, rows, built.tokens.response_mask)
-        learner.update(built.tokens, advantages, weights=built.weights)
+        old_logp = built.sampling_logp if learner.cfg.old_logp == "sampling" else None  # as experiments.train
+        learner.update(built.tokens, advantages, old_logp=old_logp, weights=built.weights)
 
     rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
     advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)  # (B, L)
@@ -430,6 +440,15 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
         for idx in torch.randperm(len(batch), generator=generator).split(ppo.minibatch_size)
     ]
     update_tokens = float(batch.tokens.attention_mask.sum()) * ppo.epochs
+    full_width = batch.tokens.input_ids.shape[1]
+    update_positions = sum(  # what the update's minibatches forward, trimmed to their longest rows
+        len(idx) * (full_width - (padding_columns(batch.tokens.attention_mask[idx]) if ppo.trim_padding else 0))
+        for epoch in minibatch_indices(
+            batch.tokens.attention_mask.sum(dim=1), epochs=ppo.epochs, minibatch_size=ppo.minibatch_size,
+            length_buckets=ppo.length_buckets, generator=torch.Generator().manual_seed(update_seed),
+        )
+        for idx in epoch
+    )
 
     prompt_batches = prompts_by_turn(trajectories)
     idle_share = idle_decode_share(action_lengths_by_turn(trajectories))
@@ -441,6 +460,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
     series = {}
     for threads in settings.threads:
         series[(FIGURES[0], threads)] = Series(update_tokens, update_tokens)
+        series[(UPDATE_BEFORE, threads)] = Series(update_tokens, update_tokens)
         series[(FIGURES[1], threads)] = Series(real_steps, real_steps)
         series[(FIGURES[2], threads)] = Series(imagined_steps, real_steps)
     share: dict[int, list[float]] = {threads: [] for threads in settings.threads}
@@ -459,6 +479,11 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
                 learner = PPOLearner(fabric, copy.deepcopy(policy.model), ppo, seed=update_seed)
                 s = series[(FIGURES[0], threads)]
                 s.reverie_s.append(timed(lambda learner=learner: reverie_update(learner)))
+                learner = PPOLearner(fabric, copy.deepcopy(policy.model), before, seed=update_seed)
+                series[(UPDATE_BEFORE, threads)].reverie_s.append(s.reverie_s[-1])
+                series[(UPDATE_BEFORE, threads)].reference_s.append(
+                    timed(lambda learner=learner: reverie_update(learner))
+                )
                 model = copy.deepcopy(policy.model)
                 s.reference_s.append(
                     timed(
@@ -509,6 +534,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
         batch.tokens.input_ids.shape[1],
         settings.fit_steps > 0,
         settings,
+        update_padding_share=1.0 - update_tokens / update_positions,
     )
 
 
@@ -533,6 +559,18 @@ def format_table(result: Result) -> str:
                 f"{figure:<20} {threads:>7} {rm:>12.1f} {rb:>12.1f} {lm:>11.1f} {lb:>11.1f} "
                 f"{qm:>9.3f} {qmin:>9.3f}"
             )
+    lines.append(
+        f"update minibatches: padding {result.update_padding_share:.1%} of the positions forwarded (full width: "
+        f"{result.padding_share:.1%}); new / before = length buckets, trimming and sampling log-probs / "
+        "full width and a recomputing pass:"
+    )
+    for threads in result.settings.threads:
+        s = result.series[(UPDATE_BEFORE, threads)]
+        (nm, nb), (bm, bb), (qm, qmin) = s.rates("reverie"), s.rates("reference"), s.ratios()
+        lines.append(
+            f"{UPDATE_BEFORE:<20} {threads:>7} new {nm:.1f} (best {nb:.1f}) tok/s, before {bm:.1f} "
+            f"(best {bb:.1f}) tok/s, ratio med {qm:.3f} min {qmin:.3f}"
+        )
     for threads in result.settings.threads:
         values = result.world_model_share[threads]
         lines.append(

@@ -59,6 +59,8 @@ def test_quick_run_prints_every_row_with_positive_ratios(tmp_path, capsys):
         numbers = [float(cell) for cell in cells[1:]]
         assert len(numbers) == 6  # reverie median/best, limit median/best, ratio median/min
         assert all(math.isfinite(x) and x > 0 for x in numbers), (figure, numbers)
+    before = next(line for line in lines if line.startswith(throughput.UPDATE_BEFORE))  # new update / earlier path
+    assert float(before.split("ratio med")[1].split()[0]) > 0
     share = next(line for line in lines if line.startswith("world model share"))
     assert 0 < float(share.split("median")[1].split()[0]) <= 1
     assert any(line.startswith("batch:") and "padding" in line and "decode slots" in line for line in lines)
