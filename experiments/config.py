@@ -199,7 +199,8 @@ class TrainerConfig:
     strategy: str = "auto"
     """Fabric strategy: auto, ddp_spawn, ddp."""
     precision: str = "32-true"
-    """Fabric precision, e.g. bf16-mixed on GPUs."""
+    """Fabric precision, e.g. bf16-mixed on GPUs; a mixed precision needs ``algo.ppo.old_logp=recompute``
+    (sampling runs outside the learner's autocast, so its log-probs are not the learner's)."""
     checkpoint_every: int = 0
     """Iterations between checkpoints in ``checkpoints/iteration_N/`` (0: none, only the final ``policy/``).
     Each holds everything ``resume=RUN_DIR`` needs to continue the run exactly (the newest two are
