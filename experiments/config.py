@@ -195,9 +195,12 @@ class TrainerConfig:
     accelerator: str = "cpu"
     """Lightning Fabric accelerator: cpu, cuda, auto."""
     devices: int = 1
-    """Fabric devices (processes with strategy ddp_spawn on CPU)."""
+    """Fabric devices per node: processes (CPU) or GPUs. Above 1 the loop runs data-parallel and needs
+    ``strategy=ddp_spawn`` (README, "Several processes")."""
+    num_nodes: int = 1
+    """Machines, each running the same command with ``devices`` processes (Fabric's ``num_nodes``)."""
     strategy: str = "auto"
-    """Fabric strategy: auto, ddp_spawn, ddp."""
+    """Fabric strategy: auto (one process), ddp_spawn (several)."""
     precision: str = "32-true"
     """Fabric precision, e.g. bf16-mixed on GPUs; a mixed precision needs ``algo.ppo.old_logp=recompute``
     (sampling runs outside the learner's autocast, so its log-probs are not the learner's)."""
@@ -225,7 +228,8 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.compile, bool):  # Hydra checks the type; this guards direct construction
             raise ValueError(f"trainer.compile must be true or false, got {self.compile!r}")
-        for name in ("iterations", "groups_per_iteration", "group_size", "eval_every", "eval_episodes", "devices"):
+        for name in ("iterations", "groups_per_iteration", "group_size", "eval_every", "eval_episodes", "devices",
+                     "num_nodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_turns is not None and self.max_turns < 1:

@@ -36,6 +36,22 @@ from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_ste
 from envs.splits import split_seeds
 from experiments.checkpoint import Checkpoint, LoopState, save_checkpoint
 from experiments.config import Resolved, register_configs, validate
+from experiments.distributed import (
+    Collection,
+    NullLogger,
+    any_rank,
+    broadcast_json,
+    broadcast_module_,
+    check_multi_process,
+    check_replicas_agree,
+    gather_collection,
+    gather_imagined,
+    rank_seed,
+    rows_of_rank,
+    shard,
+    value_rows,
+    world_size,
+)
 from experiments.evaluation import evaluate, render_transcript, summarise, training_eval_seeds
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
@@ -90,14 +106,15 @@ CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
 FULL_PRECISION = ("32-true", "32", "64-true", "64")  # where sampling's log-probs are the learner's (algo.ppo.old_logp)
 
 
-def build_policy(run: Resolved, vocabulary: list[str]) -> LMPolicy:
-    """A tiny LM over the env's word-level tokenizer, or a local pretrained model directory."""
+def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
+    """A tiny LM over the env's word-level tokenizer, or a local pretrained model directory; each
+    process (``rank``) samples from its own stream."""
     if run.policy.pretrained:
         model, tokenizer = load_local_pretrained(run.policy.pretrained)
     else:
         tokenizer = build_tiny_tokenizer(vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
-    return LMPolicy(model, tokenizer, run.policy, seed=derive_seed(run.seed, "sampling"))
+    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank))
 
 
 def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
@@ -135,27 +152,39 @@ def learner_config(run: Resolved) -> PPOConfig:
 
 
 def train(run: Resolved, run_dir: Path) -> dict[str, float]:
+    """One training run into ``run_dir``: in this process, or in ``trainer.devices`` spawned ones."""
+    trainer = run.trainer
+    make(run.env.name, **dict(run.env.kwargs))  # a bad env option fails here, before any process starts
+    check_multi_process(run)
+    fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, num_nodes=trainer.num_nodes,
+                    strategy=trainer.strategy, precision=trainer.precision)
+    if world_size(trainer) > 1:  # ddp_spawn: the processes run train_on_rank; rank 0's summary comes back
+        return fabric.launch(train_on_rank, run, run_dir)
+    return train_on_rank(fabric, run, run_dir)
+
+
+def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, float]:
+    """The loop on one process. With several, each collects its share of the real groups and every
+    rank gathers them all (``experiments.distributed``); only rank 0 writes into ``run_dir``."""
     trainer, algo = run.trainer, run.algo
     env_kwargs = dict(run.env.kwargs)
+    rank, ranks = fabric.global_rank, fabric.world_size
+    rank0 = rank == 0
 
-    env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
+    env = make(run.env.name, **env_kwargs)
     check_value_expansion(run.imagination.mode, run.imagination.enabled, algo.name, algo.value_level,
                           run.imagination.warmup_iterations)
     seed_global_rngs(derive_seed(run.seed, "global"))  # the loop's own streams never read these
-    if trainer.devices != 1:
-        raise ValueError("trainer.devices must be 1 in experiments/train.py for now: the PPO learner runs on several "
-                         "Fabric processes (tests/policy/test_learner_ddp.py) but this loop does not launch them yet")
     if algo.ppo.old_logp == "sampling" and trainer.precision not in FULL_PRECISION:
         raise ValueError(f"algo.ppo.old_logp=sampling needs full precision (trainer.precision one of {FULL_PRECISION}), "
                          f"got trainer.precision={trainer.precision}: sampling runs outside the learner's autocast, so "
                          "its log-probs are not the learner's; set algo.ppo.old_logp=recompute")
-    fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
-                    precision=trainer.precision)
     # resume=RUN_DIR: continue from the newest checkpoint, with what the killed run wrote after it undone.
     checkpoint = resume_from(run, run_dir, run_dir / "trajectories") if run.resume else None
-    policy = build_policy(run, env.vocabulary())
+    policy = build_policy(run, env.vocabulary(), rank)
     critic = build_critic(run, policy, env.vocabulary())
-    logger = MetricsLogger(run_dir, purge_step=checkpoint.loop.real_env_steps + 1 if checkpoint else None)
+    logger = (MetricsLogger(run_dir, purge_step=checkpoint.loop.real_env_steps + 1 if checkpoint else None) if rank0
+              else NullLogger())
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
     imagination = run.imagination
     world_model = None  # built only when the run imagines: ratio 0 is the model-free run, untouched
@@ -180,10 +209,13 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
 
     def evaluate_policy() -> dict[str, float]:
-        # Its own sampling stream: evaluating more or less often never changes training.
+        # Its own sampling stream: evaluating more or less often never changes training. Rank 0 plays every
+        # episode and shares the figures, so the number does not depend on the number of processes.
+        if not rank0:
+            return broadcast_json(fabric, None)
         result = evaluate(policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name, env_kwargs,
                           seeds=eval_seeds, max_turns=trainer.max_turns)
-        return result.as_metrics("eval")
+        return broadcast_json(fabric, result.as_metrics("eval"))
 
     # 1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
     #    Its env steps (expert demonstrations) are reported apart from the RL x-axis.
@@ -197,7 +229,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         clone_eval_seeds = task_seeds("train", ws.eval_episodes, "clone-eval")
         behaviour_clone(
             policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
-            stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=trainer.progress,
+            stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=trainer.progress and rank0,
             evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
                                         env_kwargs, seeds=clone_eval_seeds, max_turns=trainer.max_turns).success_rate,
         )
@@ -222,15 +254,18 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         # model starts from them, and the gate reads its first score on a held-out tenth.
         experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
         next_ids = {"group": len(experts), "trajectory": len(experts)}
-        store.append(experts)
         recent.extend(experts)
         held_out = experts[: max(1, len(experts) // 10)]
-        fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
-                        batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
-                        seed=derive_seed(run.seed, "world-model-fit", 0))
+        if rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
+            store.append(experts)
+            fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
+                            batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+                            seed=derive_seed(run.seed, "world-model-fit", 0))
+            gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
+            logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
         world_model_fitted = True
-        gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
-        logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
+        broadcast_module_(fabric, world_model)
+        gate.is_open = broadcast_json(fabric, gate.is_open)
     # Everything a checkpoint holds besides the counters: weights, optimiser moments, RNG streams.
     modules = {"world_model": world_model, "ref_model": ref_model,
                "counterfactual_critic": counterfactual.critic if counterfactual is not None else None}
@@ -280,7 +315,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         first_iteration = trainer.iterations + 1 if loop.stopped else loop.iteration + 1
 
     bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}",
-               initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress)
+               initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not rank0)
     for iteration in bar:
         iteration_start = time.monotonic()
         # 2. How many of the update's groups are real and how many imagined: all real until the
@@ -295,35 +330,45 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                 n_real, n_imagined, real_credit = split_groups(trainer.groups_per_iteration, ratio, real_credit)
 
         # 3. Collect real rollouts on training tasks; groups share their start state. Every env
-        #    step counts, also those of groups that dynamic sampling drops.
-        collected: list[Trajectory] = []
+        #    step counts, also those of groups that dynamic sampling drops. Each process plays its
+        #    share of the groups (ids counted from 0), then all gather the iteration's episodes.
+        local = Collection(collected=[], kept=[], faults=[], groups_used=0, trajectories_used=0, rounds=0)
+        my_groups = shard(n_real, ranks, rank)
 
-        def sample(round_index: int, iteration: int = iteration, collected: list = collected, n_real: int = n_real,
-                   steps_before: int = real_env_steps):
+        def sample(round_index: int, iteration: int = iteration, local: Collection = local,
+                   my_groups: range = my_groups, n_real: int = n_real):
+            seeds = task_seeds("train", n_real, "train", iteration, round_index)
             failures: list[EnvFailure] = []  # episodes whose env raised (trainer.on_env_error=skip)
             trajectories = collect(
                 policy, run.env.name, env_kwargs=env_kwargs, group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False,
-                group_seeds=task_seeds("train", n_real, "train", iteration, round_index),
-                first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
+                group_seeds=[seeds[g] for g in my_groups],
+                first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
                 on_env_error=failures.append if trainer.on_env_error == "skip" else None,
             )
-            next_ids["group"] += n_real
-            next_ids["trajectory"] += len(trajectories) + len(failures)  # a failed episode's id stays used
-            for failure in failures:
-                log_fault(logger, run_dir, "faults/env_error", f"iteration {iteration}: {failure.describe()}",
-                          real_env_steps=steps_before)
+            local.groups_used += len(my_groups)
+            local.trajectories_used += len(trajectories) + len(failures)  # a failed episode's id stays used
+            local.faults.extend(failures)
             for trajectory in trajectories:
                 trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
-            collected.extend(trajectories)
+            local.collected.extend(trajectories)
             return trajectories
 
-        if n_real == 0:
-            trajectories, rounds = [], 0
+        if not my_groups:
+            local.kept, local.rounds = [], 0
         elif algo.dynamic_sampling:
-            trajectories, rounds = fill_with_informative_groups(sample, n_real, max_rounds=1 + algo.max_resample_rounds)
+            local.kept, local.rounds = fill_with_informative_groups(sample, len(my_groups),
+                                                                    max_rounds=1 + algo.max_resample_rounds)
         else:
-            trajectories, rounds = sample(0), 1
-        if collected:
+            local.kept, local.rounds = sample(0), 1
+        gathered = gather_collection(fabric, local, first_group=next_ids["group"],
+                                     first_trajectory=next_ids["trajectory"], relabelled=algo.dynamic_sampling)
+        next_ids["group"] += gathered.groups_used
+        next_ids["trajectory"] += gathered.trajectories_used
+        collected, trajectories, rounds = gathered.collected, gathered.kept, gathered.rounds
+        for fault in gathered.faults if rank0 else []:
+            log_fault(logger, run_dir, "faults/env_error", f"iteration {iteration}: {fault}",
+                      real_env_steps=real_env_steps)
+        if collected and rank0:
             store.append(collected)
         rollout = summarise(collected)  # what the policy achieved, dropped groups included
         real_env_steps += rollout.env_steps
@@ -337,11 +382,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         if world_model is not None:
             model_start = time.monotonic()
             recent.extend(collected)
-            model_metrics = refit_and_gate(world_model, gate, store, collected, imagination, iteration,
-                                           first_fit=not world_model_fitted,
-                                           fit_seed=derive_seed(run.seed, "world-model-fit", iteration),
-                                           log=lambda text, steps=real_env_steps: logger.log_text(
-                                               "imagination/gate", text, real_env_steps=steps))
+            if rank0:  # rank 0 scores and refits on its store; the other ranks take its weights and gate
+                model_metrics = refit_and_gate(world_model, gate, store, collected, imagination, iteration,
+                                               first_fit=not world_model_fitted,
+                                               fit_seed=derive_seed(run.seed, "world-model-fit", iteration),
+                                               log=lambda text, steps=real_env_steps: logger.log_text(
+                                                   "imagination/gate", text, real_env_steps=steps))
+            model_metrics, gate.is_open = broadcast_json(fabric, [model_metrics, gate.is_open])
+            broadcast_module_(fabric, world_model)
             world_model_fitted = True
             if n_imagined and gate.is_open:
                 if imagination.mode == "value_expansion":  # continue this update's real turns, same episode budget
@@ -350,11 +398,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                 else:
                     branches, group_size = sample_branch_points(
                         list(recent), n_imagined, start_share=imagination.start_share, rng=branch_rng), trainer.group_size
-                imagined = imagine_groups(
-                    policy, world_model, run.env.name, env_kwargs, branches, group_size=group_size,
-                    config=imagination, seed=derive_seed(run.seed, "dream", iteration), max_turns=trainer.max_turns,
-                    first_group_id=next_ids["group"], first_trajectory_id=next_ids["trajectory"],
+                imagined = imagine_groups(  # this process's share of the branches; ids counted from 0
+                    policy, world_model, run.env.name, env_kwargs,
+                    [branches[b] for b in shard(len(branches), ranks, rank)], group_size=group_size,
+                    config=imagination, seed=rank_seed(derive_seed(run.seed, "dream", iteration), rank),
+                    max_turns=trainer.max_turns,
                 )
+                imagined = gather_imagined(fabric, imagined, branches, first_group=next_ids["group"],
+                                           first_trajectory=next_ids["trajectory"])
                 next_ids["group"] += len(imagined.groups)
                 next_ids["trajectory"] += len(imagined.trajectories)
                 for trajectory in imagined.trajectories:
@@ -379,6 +430,8 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
                 batch, advantages, counterfactual_metrics = counterfactual.advantages(
                     policy, batch, iteration=iteration, gate_open=gate.is_open)
                 model_metrics.update(counterfactual_metrics)
+                if counterfactual.critic is not None:  # fitted alike on every rank; rank 0's weights rule
+                    broadcast_module_(fabric, counterfactual.critic)
                 real_env_steps += int(counterfactual_metrics.get("oracle/env_steps", 0))  # the oracle's branches
             elif critic is None:
                 advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
@@ -394,7 +447,14 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
             #    real or imagined, was sampled by this policy since its last update), or recomputed by the
             #    learner's own Fabric module (algo.ppo.old_logp).
             old_logp = batch.sampling_logp if algo.ppo.old_logp == "sampling" else None
-            stats = learner.update(batch.tokens, advantages, old_logp=old_logp, weights=batch.weights, value=value)
+            tokens, weights = batch.tokens, batch.weights
+            mine = rows_of_rank(fabric, len(batch))  # data-parallel: each process trains on its share of the rows
+            if mine is not None:
+                tokens, advantages, weights, value = tokens.index(mine), advantages[mine], weights[mine], value_rows(
+                    value, mine)
+                old_logp = None if old_logp is None else old_logp[mine]
+            stats = learner.update(tokens, advantages, old_logp=old_logp, weights=weights, value=value)
+            check_replicas_agree(fabric, policy.model, iteration)
             if stats.get("losses/nonfinite_steps"):
                 log_fault(logger, run_dir, "faults/nonfinite", f"iteration {iteration}: "
                           f"{stats['losses/nonfinite_steps']:.0f} optimizer steps had a non-finite loss or gradient "
@@ -424,22 +484,23 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=real_env_steps)
         out_of_time = trainer.time_budget_s is not None and time.monotonic() - start > trainer.time_budget_s
         out_of_steps = trainer.max_env_steps is not None and real_env_steps >= trainer.max_env_steps
-        stop = out_of_time or out_of_steps
+        stop = any_rank(fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
         if stop and "eval/success_rate" not in metrics:
             final = evaluate_policy()
             logger.log(final, real_env_steps=real_env_steps, iteration=iteration)
             history[-1].update(final)
-        if trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
+        if rank0 and trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
             save_run_checkpoint(iteration, stopped=stop)
         if stop:
             break
 
-    save_policy(policy, run_dir / "policy")
-    if critic is not None:  # safetensors + config.json, loadable without the training stack
-        critic.save_pretrained(run_dir / "critic")
-    if world_model is not None:
-        world_model.save_pretrained(run_dir / "world_model")
     logger.close()
+    if rank0:
+        save_policy(policy, run_dir / "policy")
+        if critic is not None:  # safetensors + config.json, loadable without the training stack
+            critic.save_pretrained(run_dir / "critic")
+        if world_model is not None:
+            world_model.save_pretrained(run_dir / "world_model")
     summary = {
         "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
         "real_env_steps": real_env_steps, "warm_start_env_steps": warm_start_env_steps, "initial_success": history[0]["eval/success_rate"],
@@ -447,8 +508,10 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     }
     if world_model is not None:
         summary["imagination"] = imagination_summary(history)
-        print(format_imagination_summary(summary["imagination"]))
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if rank0:
+            print(format_imagination_summary(summary["imagination"]))
+    if rank0:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
