@@ -8,7 +8,8 @@ folded in, so a sampled ``correct`` or a sampled goal grid comes with its reward
 DreamerV3's reward and continue heads read the state they describe.
 
 ``generate`` samples text from the ensemble's mixture ``mean_k p_k`` (the Bayesian model average)
-one word at a time and records the members' disagreement on every word it emits.
+one word at a time and records the members' disagreement on every word it emits. The members run
+together, each new word through a KV cache of the earlier ones (``cached_decoding``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from einops import rearrange, reduce
 from torch import nn
 
+from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.decoder import DecoderConfig, ObservationDecoder
+from world_model.sampling import inverse_cdf_sample
 from world_model.uncertainty import mutual_information
 
 
@@ -85,38 +87,56 @@ class EnsembleDynamics(nn.Module):
         max_words: int,
         generator: torch.Generator | None,
         greedy: bool = False,
+        use_cache: bool = True,
     ) -> GeneratedText:
         """Sample up to ``max_words`` words and ``</s>`` per row from the mixture of the members.
 
         A row still going after ``max_words`` words is cut there (``ended`` False).
 
         ``banned_ids`` (padding, ``<s>``, markers, unknown) are never emitted. ``greedy`` takes the
-        mixture's most likely word instead of drawing from ``generator``. Each call to the members
-        recomputes the whole prefix: rows are short, and it keeps the decoder a plain module.
+        mixture's most likely word instead of drawing from ``generator``.
+
+        ``use_cache`` feeds each new word through all members at once with their keys and values
+        of earlier positions kept (``CachedEnsembleDecoder``); ``False`` reruns every member's
+        ``forward`` over the whole prefix per word, the reference the cached path is tested
+        against (same logits up to float rounding, so the same words).
         """
-        batch = latent.shape[0]
-        text = torch.full((batch, 1), bos_id, dtype=torch.long, device=latent.device)  # (B, 1)
-        finished = torch.zeros(batch, dtype=torch.bool, device=latent.device)  # (B,)
-        total = torch.zeros(batch, device=latent.device)  # (B,) summed disagreement
-        count = torch.zeros(batch, device=latent.device)  # (B,) emitted tokens
-        banned = torch.tensor(list(banned_ids), dtype=torch.long, device=latent.device)
+        batch, device = latent.shape[0], latent.device
+        text = torch.full((batch, max_words + 2), pad_id, dtype=torch.long, device=device)  # (B, S_max)
+        text[:, 0] = bos_id
+        finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
+        forbid = torch.zeros(self.config.vocab_size, device=device)  # (V,) added to every logit row
+        forbid[list(banned_ids)] = float("-inf")
+        member_probs, emitting = [], []  # per position: (K, B, V), (B,) rows still writing then
+        cached = (
+            CachedEnsembleDecoder(self.decoders, latent, query_ids, query_mask, max_positions=max_words + 1)
+            if use_cache
+            else None
+        )
         for position in range(max_words + 1):
-            last = self.logits(latent, query_ids, query_mask, text)[:, :, -1].float()  # (K, B, V)
-            last[..., banned] = float("-inf")
-            probs = torch.softmax(last, dim=-1)  # (K, B, V)
-            mixture = reduce(probs, "k b v -> b v", "mean")  # (B, V)
+            if cached is None:  # the reference: every member over the whole prefix again
+                prefix = text[:, : position + 1]  # (B, S)
+                last = self.logits(latent, query_ids, query_mask, prefix)[:, :, -1]  # (K, B, V)
+            else:
+                last = cached.next_logits(text[:, position])  # (K, B, V)
+            probs = torch.softmax(last.float() + forbid, dim=-1)  # (K, B, V)
+            mixture = probs.sum(dim=0)  # (B, V), K times the members' mean; the draws normalise it
             if greedy:
                 word = mixture.argmax(dim=-1)  # (B,)
             else:
-                word = rearrange(torch.multinomial(mixture, 1, generator=generator), "b 1 -> b")  # (B,)
+                word = inverse_cdf_sample(mixture, generator)  # (B,)
             live = ~finished  # (B,)
-            total += mutual_information(probs) * live
-            count += live
+            member_probs.append(probs)
+            emitting.append(live)
             if position == max_words:  # past the cap only </s> may follow; other words are cut
                 live = live & (word == eos_id)
-            word = torch.where(live, word, torch.full_like(word, pad_id))  # (B,)
-            text = torch.cat([text, rearrange(word, "b -> b 1")], dim=1)  # (B, S + 1)
+            word = word.masked_fill(~live, pad_id)  # (B,)
+            text[:, position + 1] = word
             finished |= word == eos_id
             if bool(finished.all()):
                 break
-        return GeneratedText(ids=text[:, 1:], ended=finished, disagreement=total / count.clamp(min=1.0))
+        # The disagreement of every position at once, counted on the rows that were still writing.
+        per_token = mutual_information(torch.stack(member_probs, dim=2))  # (B, S)
+        counted = torch.stack(emitting, dim=1).float()  # (B, S)
+        disagreement = (per_token * counted).sum(-1) / counted.sum(-1).clamp(min=1.0)  # (B,)
+        return GeneratedText(ids=text[:, 1 : len(emitting) + 1], ended=finished, disagreement=disagreement)
