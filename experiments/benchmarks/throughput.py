@@ -21,8 +21,9 @@ collected with ``envs.collect`` and turned into the learner's ``RolloutBatch``. 
   every row has emitted EOS) on the same prompt ids, batched as ``collect`` batched them (one call
   per turn index). The bare loop neither tokenises, decodes text nor steps an env.
 - **Imagination.** Imagined steps per second of ``imagination.imagine_groups`` (``DreamEnv`` through
-  ``envs.collect``) against real steps per second, and the share of an imagined step's time spent
-  inside the world model (``WorldModel.step``, ``initial_state`` and ``observe``).
+  ``envs.collect``) against real steps per second, and the shares of an imagined step's time spent
+  inside the world model (``WorldModel.step``, ``initial_state`` and ``observe``) and inside the
+  policy (its ``act``), with their ratio per call.
 
 Every figure is measured for each thread count, with repeats interleaved (repeat, then threads,
 then phase, reverie and its reference back to back), in wall time; median and min over the repeats
@@ -166,6 +167,8 @@ class Result:
     settings: Settings
     update_padding_share: float = float("nan")
     """Padding share of the positions the update's (trimmed) minibatches forward, over all epochs."""
+    policy_share: dict[int, list[float]] = dataclasses.field(default_factory=dict)
+    """Per thread count, the policy's ``act`` share of each timed imagination call."""
 
 
 def compose_run(experiment: str, seed: int):
@@ -286,15 +289,16 @@ def plain_update(
         optimizer.step()
 
 
-class WorldModelClock:
-    """Sums the wall time spent inside a world model's ``step``, ``initial_state`` and ``observe``."""
+class MethodClock:
+    """Sums the wall time spent inside some methods of one object (wrapped on that instance)."""
 
-    METHODS = ("step", "initial_state", "observe")
+    WORLD_MODEL = ("step", "initial_state", "observe")
+    POLICY = ("act",)
 
-    def __init__(self, world_model) -> None:
+    def __init__(self, owner, methods: Sequence[str]) -> None:
         self.seconds = 0.0
-        for name in self.METHODS:
-            setattr(world_model, name, self._wrap(getattr(world_model, name)))
+        for name in methods:
+            setattr(owner, name, self._wrap(getattr(owner, name)))
 
     def _wrap(self, method):
         def wrapper(*args, **kwargs):
@@ -382,7 +386,8 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
             seed=derive_seed(seed, "world-model-fit", 0),
         )
     world_model.eval()
-    clock = WorldModelClock(world_model)
+    clock = MethodClock(world_model, MethodClock.WORLD_MODEL)
+    policy_clock = MethodClock(policy, MethodClock.POLICY)
 
     def imagine(repeat: int, count: int = groups, first_id: int = 0):
         """``count`` imagined groups from the collected episodes (as many as real ones by default)."""
@@ -464,6 +469,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
         series[(FIGURES[1], threads)] = Series(real_steps, real_steps)
         series[(FIGURES[2], threads)] = Series(imagined_steps, real_steps)
     share: dict[int, list[float]] = {threads: [] for threads in settings.threads}
+    policy_share: dict[int, list[float]] = {threads: [] for threads in settings.threads}
     sample_generator = torch.Generator().manual_seed(derive_seed(seed, "bare-sampling"))
     max_tokens, temperature = run_cfg.policy.max_action_tokens, max(run_cfg.policy.temperature, 1e-6)
     eos, pad = policy.tokenizer.eos_token_id, policy.pad_token_id
@@ -515,7 +521,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
                     )
                 # Imagination: imagined steps against real steps (the collection just timed).
                 s = series[(FIGURES[2], threads)]
-                clock.seconds = 0.0
+                clock.seconds = policy_clock.seconds = 0.0
                 start = time.perf_counter()
                 imagined = imagine(repeat)
                 elapsed = time.perf_counter() - start
@@ -523,6 +529,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
                 s.reverie_s.append(elapsed * imagined_steps / steps)  # scaled to the first call's step count
                 s.reference_s.append(collect_s)
                 share[threads].append(clock.seconds / elapsed)
+                policy_share[threads].append(policy_clock.seconds / elapsed)
 
     return Result(
         series,
@@ -535,6 +542,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
         settings.fit_steps > 0,
         settings,
         update_padding_share=1.0 - update_tokens / update_positions,
+        policy_share=policy_share,
     )
 
 
@@ -577,6 +585,14 @@ def format_table(result: Result) -> str:
             f"{'world model share':<20} {threads:>7} median {statistics.median(values):.3f} "
             f"min {min(values):.3f} (of an imagined step's wall time)"
         )
+        policy = result.policy_share.get(threads, [])
+        if policy:
+            per_call = [w / p for w, p in zip(values, policy, strict=True)]
+            lines.append(
+                f"{'policy share':<20} {threads:>7} median {statistics.median(policy):.3f} "
+                f"min {min(policy):.3f}; world model / policy median {statistics.median(per_call):.2f} "
+                f"min {min(per_call):.2f}"
+            )
     return "\n".join(lines)
 
 

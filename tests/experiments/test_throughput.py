@@ -63,6 +63,8 @@ def test_quick_run_prints_every_row_with_positive_ratios(tmp_path, capsys):
     assert float(before.split("ratio med")[1].split()[0]) > 0
     share = next(line for line in lines if line.startswith("world model share"))
     assert 0 < float(share.split("median")[1].split()[0]) <= 1
+    policy = next(line for line in lines if line.startswith("policy share"))
+    assert 0 < float(policy.split("median")[1].split()[0]) <= 1 and "world model / policy" in policy
     assert any(line.startswith("batch:") and "padding" in line and "decode slots" in line for line in lines)
     assert (tmp_path / "throughput.png").stat().st_size > 0
 
