@@ -185,6 +185,21 @@ class CachedEnsembleDecoder:
         shape = (members * rows, 2, heads, max_positions, self.head_size)
         self.cache = [memory.new_zeros(shape) for _ in self.layers]  # per layer, (K B, 2, H, P, e)
 
+    @torch.no_grad()
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only the rows where the ``(B,)`` bool ``rows`` is True, in their order; the others
+        (rows that have finished) leave the batch, so later tokens cost only the rows still going."""
+        if rows.shape != (self.rows,):
+            raise ValueError(f"keep expects a ({self.rows},) mask, got {tuple(rows.shape)}")
+        index = rows.nonzero().squeeze(1)  # (A,)
+        offsets = torch.arange(self.members, device=index.device) * self.rows  # (K,)
+        flat = (offsets[:, None] + index[None, :]).reshape(-1)  # (K A,) places on the (K B) axis
+        self.cache = [c.index_select(0, flat) for c in self.cache]
+        self.memory_keys = [m.index_select(0, flat) for m in self.memory_keys]
+        self.memory_values = [m.index_select(0, flat) for m in self.memory_values]
+        self.memory_mask = self.memory_mask.index_select(0, flat)
+        self.rows = index.numel()
+
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         """One position's ``(K, B, H e)`` -> ``(K B, H, 1, e)`` (a view: the heads are contiguous)."""
         return x.reshape(self.members * self.rows, self.heads, 1, self.head_size)
@@ -207,7 +222,7 @@ class CachedEnsembleDecoder:
             h = normalised(x, layer.eps[0])  # (K, B, d)
             qkv = member_linear(h, layer.self_in).view(
                 self.members * self.rows, 3, self.heads, self.head_size
-            )
+            )  # (K B, 3, H, e): query, key, value
             cache = self.cache[i]  # (K B, 2, H, P, e)
             cache[:, :, :, p] = qkv[:, 1:]  # this position's keys and values
             a = F.scaled_dot_product_attention(

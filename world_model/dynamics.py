@@ -107,7 +107,10 @@ class EnsembleDynamics(nn.Module):
         finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
         forbid = torch.zeros(self.config.vocab_size, device=device)  # (V,) added to every logit row
         forbid[list(banned_ids)] = float("-inf")
-        member_probs, emitting = [], []  # per position: (K, B, V), (B,) rows still writing then
+        # Rows leave the batch once they have written </s>: ``active`` lists the A rows still
+        # writing, in the order the decoder holds them.
+        active = torch.arange(batch, device=device)  # (A,)
+        seen_probs, seen_rows = [], []  # per position: (K, A, V) member probabilities, (A,) their rows
         cached = (
             CachedEnsembleDecoder(self.decoders, latent, query_ids, query_mask, max_positions=max_words + 1)
             if use_cache
@@ -115,28 +118,32 @@ class EnsembleDynamics(nn.Module):
         )
         for position in range(max_words + 1):
             if cached is None:  # the reference: every member over the whole prefix again
-                prefix = text[:, : position + 1]  # (B, S)
-                last = self.logits(latent, query_ids, query_mask, prefix)[:, :, -1]  # (K, B, V)
+                prefix = text[active, : position + 1]  # (A, S)
+                last = self.logits(latent[active], query_ids[active], query_mask[active], prefix)[:, :, -1]
             else:
-                last = cached.next_logits(text[:, position])  # (K, B, V)
-            probs = torch.softmax(last.float() + forbid, dim=-1)  # (K, B, V)
-            mixture = probs.sum(dim=0)  # (B, V), K times the members' mean; the draws normalise it
+                last = cached.next_logits(text[active, position])  # (K, A, V)
+            probs = torch.softmax(last.float() + forbid, dim=-1)  # (K, A, V)
+            mixture = probs.sum(dim=0)  # (A, V), K times the members' mean; the draws normalise it
             if greedy:
-                word = mixture.argmax(dim=-1)  # (B,)
+                word = mixture.argmax(dim=-1)  # (A,)
             else:
-                word = inverse_cdf_sample(mixture, generator)  # (B,)
-            live = ~finished  # (B,)
-            member_probs.append(probs)
-            emitting.append(live)
+                word = inverse_cdf_sample(mixture, generator)  # (A,)
+            seen_probs.append(probs)
+            seen_rows.append(active)
+            ends = word == eos_id  # (A,)
             if position == max_words:  # past the cap only </s> may follow; other words are cut
-                live = live & (word == eos_id)
-            word = word.masked_fill(~live, pad_id)  # (B,)
-            text[:, position + 1] = word
-            finished |= word == eos_id
-            if bool(finished.all()):
-                break
-        # The disagreement of every position at once, counted on the rows that were still writing.
-        per_token = mutual_information(torch.stack(member_probs, dim=2))  # (B, S)
-        counted = torch.stack(emitting, dim=1).float()  # (B, S)
-        disagreement = (per_token * counted).sum(-1) / counted.sum(-1).clamp(min=1.0)  # (B,)
-        return GeneratedText(ids=text[:, 1 : len(emitting) + 1], ended=finished, disagreement=disagreement)
+                word = word.masked_fill(~ends, pad_id)
+            text[active, position + 1] = word
+            if bool(ends.any()):
+                finished[active[ends]] = True
+                active = active[~ends]
+                if active.numel() == 0:
+                    break
+                if cached is not None:
+                    cached.keep(~ends)
+        # The disagreement of every (row, position) written, summed per row at once.
+        per_token = mutual_information(torch.cat(seen_probs, dim=1))  # (N,) over all N written tokens
+        rows = torch.cat(seen_rows)  # (N,)
+        total = torch.zeros(batch, device=device).index_add_(0, rows, per_token)  # (B,)
+        count = torch.bincount(rows, minlength=batch).clamp(min=1)  # (B,)
+        return GeneratedText(ids=text[:, 1 : len(seen_rows) + 1], ended=finished, disagreement=total / count)

@@ -78,6 +78,26 @@ def test_fed_one_token_at_a_time_the_logits_equal_the_full_forward_at_every_posi
     torch.testing.assert_close(stepped, full, rtol=0, atol=1e-5)
 
 
+def test_rows_dropped_midway_leave_the_kept_rows_logits_unchanged():
+    dynamics = ensemble()
+    latent, ids, mask = inputs()
+    g = torch.Generator().manual_seed(3)
+    text = torch.randint(3, VOCAB, (latent.shape[0], 8), generator=g)  # (B, S)
+    text[:, 0] = BOS
+    with torch.no_grad():
+        full = dynamics.logits(latent, ids, mask, text)  # (K, B, S, V)
+    cached = CachedEnsembleDecoder(dynamics.decoders, latent, ids, mask, max_positions=text.shape[1])
+    rows = torch.arange(latent.shape[0])  # the rows the decoder still holds, in its order
+    for position, drop in enumerate([[], [0, 5], [], [1, 2, 9], [], [], [3], []]):
+        logits = cached.next_logits(text[rows, position])  # (K, A, V)
+        torch.testing.assert_close(logits, full[:, rows, position], rtol=0, atol=1e-5)
+        kept = ~torch.isin(rows, torch.tensor(drop, dtype=torch.long))  # (A,)
+        if not bool(kept.all()):
+            cached.keep(kept)
+            rows = rows[kept]
+    assert rows.tolist() == [4, 6, 7, 8]
+
+
 def test_greedy_words_are_the_uncached_ones_with_rows_ending_at_different_positions():
     dynamics = ensemble(eos_bias=-0.6)  # rows of 1, 3, 7 words and </s>, and rows cut at 10 words
     cached = generate(dynamics, use_cache=True, greedy=True)
