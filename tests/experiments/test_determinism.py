@@ -1,7 +1,9 @@
 """The same seed twice gives the same run, and a run resumed from a checkpoint ends as it would have.
 
 Every algorithm under ``experiments/conf/algo/`` is covered (a new one is picked up by its YAML), and
-so are model-based runs (a world model fitted in the loop, imagined groups, a latent critic). Per case:
+so are model-based runs (a world model fitted in the loop, imagined groups, a latent critic), all with
+the learner's defaults (length-bucketed, trimmed minibatches; the sampling log-probs as old log-probs).
+Per case:
 
 - two runs with one seed, one writing a checkpoint every iteration and one writing none, must give
   the same metrics (wall times aside) and every saved weight bit for bit. They train inside this
@@ -74,6 +76,8 @@ CASES = {
     **{algo: [f"algo={algo}", *SMALL_MODELS.get(algo, [])] for algo in ALGOS},
     "model_based_grpo": ["algo=grpo", *MODEL_BASED],
     "model_based_ppo_turn_latent": ["algo=ppo_turn", "critic=latent", *SMALL_LATENT_CRITIC, *MODEL_BASED],
+    # Several minibatches per epoch, so the length buckets and trimming have rows to sort and columns to cut.
+    "grpo_small_minibatches": ["algo=grpo", "algo.ppo.minibatch_size=4"],
 }
 TIMING = ("time/", "charts/elapsed_s")
 WEIGHTS = ("policy/model.safetensors", "critic/model.safetensors", "world_model/model.safetensors")
