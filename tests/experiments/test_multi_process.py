@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from envs.store import TrajectoryStore
 from experiments.distributed import REPLICA_HASH_DIR_ENV, weights_hash
 from policy.model import load_local_pretrained
-from tests.experiments.test_train_e2e import REPO, TINY, assert_ok, check_run_dir
+from tests.experiments.test_imagination_e2e import SMALL_WORLD_MODEL
+from tests.experiments.test_train_e2e import REPO, TINY, assert_ok, check_run_dir, read_records
 
-pytestmark = pytest.mark.slow  # two spawned ranks plus the Hydra process: 30-90 s on 2 shared cores
+pytestmark = pytest.mark.slow  # each test: a Hydra process and two spawned ranks, ~30 s of CPU (minutes of wall on busy cores)
 
 TWO_PROCESSES = ["trainer.devices=2", "trainer.strategy=ddp_spawn", "trainer.accelerator=cpu"]
 # Hydra's own files and the parent's markers (config.yaml, done), then what rank 0 writes.
@@ -84,3 +86,29 @@ def test_two_processes_keep_identical_policies_and_only_rank0_writes(tmp_path):
     assert {entry.name for entry in run_dir.iterdir()} == EXPECTED_ENTRIES
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["real_env_steps"] == records[-1]["charts/real_env_steps"]
+
+
+def test_model_based_run_splits_imagination_and_shares_the_world_model(tmp_path):
+    """Dyna at ratio 0.5 on 4 groups: each rank plays 1 real and 1 imagined group; rank 0 refits."""
+    run_dir, hash_dir = tmp_path / "run", tmp_path / "hashes"
+    hash_dir.mkdir()
+    result = run_two_processes(
+        run_dir,
+        hash_dir,
+        "algo=grpo",
+        "trainer.groups_per_iteration=4",
+        "imagination=dyna",
+        "imagination.ratio=0.5",
+        "imagination.gate_threshold=0",
+        *SMALL_WORLD_MODEL,
+    )
+    assert_ok(result)
+    lines = [(hash_dir / f"rank{rank}.txt").read_text().splitlines() for rank in (0, 1)]
+    assert lines[0] == lines[1] and len(lines[0]) == 2
+    records = read_records(run_dir)[1:]
+    assert [r["imagination/imagined_groups"] for r in records] == [2.0, 2.0]  # both ranks' groups, gathered
+    assert (run_dir / "world_model" / "config.json").is_file()
+    stored = TrajectoryStore(run_dir / "trajectories").load()
+    assert all(t.source == "real" for t in stored)
+    assert len({t.trajectory_id for t in stored}) == len(stored)
+    assert sum(t.iteration == 2 for t in stored) == 2 * 4  # 2 real groups of 4 per iteration, stored once
