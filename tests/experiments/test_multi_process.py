@@ -22,7 +22,8 @@ from policy.model import load_local_pretrained
 from tests.experiments.test_imagination_e2e import SMALL_WORLD_MODEL
 from tests.experiments.test_train_e2e import REPO, TINY, assert_ok, check_run_dir, read_records
 
-pytestmark = pytest.mark.slow  # each test: a Hydra process and two spawned ranks, ~30 s of CPU (minutes of wall on busy cores)
+# Each test: a Hydra process and two spawned ranks, ~30 s of CPU (minutes of wall time on busy cores).
+pytestmark = pytest.mark.slow
 
 TWO_PROCESSES = ["trainer.devices=2", "trainer.strategy=ddp_spawn", "trainer.accelerator=cpu"]
 # Hydra's own files and the parent's markers (config.yaml, done), then what rank 0 writes.
