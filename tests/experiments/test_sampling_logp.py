@@ -3,7 +3,7 @@
 The training loop hands ``RolloutBatch.sampling_logp`` to the update instead of a recomputing pass.
 That is right only when every trained row was sampled by the policy as it stands at the update, in
 the learner's precision. The runs below spy on the update of every batch builder (real rows, imagined
-rows, counterfactual siblings, a critic's batch) and compare the log-probs it is given with those the
+rows, counterfactual siblings from the world model or the real env, a critic's batch) and compare the log-probs it is given with those the
 learner computes on the same batch, on CPU in fp32.
 """
 
@@ -26,6 +26,11 @@ CASES = {
         "algo.counterfactual.siblings_in_gradient=true",
         "imagination.gate_threshold=0",
         *SMALL_WORLD_MODEL,
+        *SMALL_LATENT_CRITIC,
+    ],
+    "real_branch_siblings": [
+        "algo=real_branch_gigpo",
+        "algo.counterfactual.siblings_in_gradient=true",
         *SMALL_LATENT_CRITIC,
     ],
     "ppo_turn": ["algo=ppo_turn"],
@@ -55,7 +60,7 @@ def test_sampling_log_probs_are_the_learners_old_log_probs(tmp_path, monkeypatch
     records = read_records(tmp_path)[1:]
     if case == "model_based_grpo":  # imagined rows were in the batches
         assert sum(r["imagination/imagined_groups"] for r in records) > 0
-    if case == "counterfactual_siblings":  # and sibling rows sampled inside the world model
+    if case.endswith("_siblings"):  # and sibling rows, sampled inside the world model or the real env
         assert sum(r["counterfactual/sibling_rows"] for r in records) > 0
 
 
