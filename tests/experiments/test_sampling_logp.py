@@ -3,8 +3,8 @@
 The training loop hands ``RolloutBatch.sampling_logp`` to the update instead of a recomputing pass.
 That is right only when every trained row was sampled by the policy as it stands at the update, in
 the learner's precision. The runs below spy on the update of every batch builder (real rows, imagined
-rows, counterfactual siblings from the world model or the real env, a critic's batch) and compare the log-probs it is given with those the
-learner computes on the same batch, on CPU in fp32.
+rows, counterfactual siblings from the world model or the real env, a critic's batch) and compare the
+log-probs it is given with those the learner computes on the same batch, on CPU in fp32.
 """
 
 from __future__ import annotations
