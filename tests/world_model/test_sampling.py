@@ -18,7 +18,8 @@ def test_frequencies_follow_the_normalised_weights():
     picked = draws(weights, 20_000, seed=0)
     share = torch.bincount(picked, minlength=4).float() / 20_000
     # Binomial standard deviation at p = 0.6 over 20k draws is 0.0035; 0.015 is over four of them.
-    torch.testing.assert_close(share, torch.tensor([0.1, 0.0, 0.6, 0.3]), rtol=0, atol=0.015)
+    gap = (share - torch.tensor([0.1, 0.0, 0.6, 0.3])).abs().max()
+    assert gap <= 0.015, share.tolist()
 
 
 def test_one_seed_gives_one_stream_and_rows_draw_independently():
