@@ -1,13 +1,13 @@
 """The LM policy: renders each agent's history, samples the next action, scores token batches.
 
-Sampling is a small loop over the model's KV cache rather than HF ``generate``, because ``generate``
-draws from the global torch RNG: here every draw comes from a ``torch.Generator`` the policy owns,
-seeded at construction, so the same seed gives the same actions (on CPU, bit for bit).
+Sampling is a small loop over the model's KV cache (``policy.kv_sampling``) rather than HF
+``generate``, because ``generate`` draws from the global torch RNG: here every draw comes from a
+``torch.Generator`` the policy owns, seeded at construction, so the same seed gives the same actions
+(on CPU, bit for bit).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,7 +20,8 @@ from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
 from policy.config import PolicyConfig
 from policy.encode import TurnSample, encode_prompts, encode_samples, left_pad, prompt_ids, turn_samples
-from policy.logprobs import position_ids_for, token_logprobs
+from policy.kv_sampling import sample_with_cache
+from policy.logprobs import token_logprobs
 from policy.render import render_prompt
 
 
@@ -31,21 +32,23 @@ class Generation:
     prompt_ids: list[list[int]]  # the ids each row was conditioned on (no padding)
     token_ids: torch.Tensor  # (B, T) long, the sampled tokens; pad after a row's EOS
     lengths: torch.Tensor  # (B,) long, tokens each row produced, its EOS included when it stopped
-    logprobs: torch.Tensor  # (B, T) float, log-prob of each token under the model at temperature 1; 0 past lengths
+    logprobs: torch.Tensor  # (B, T) float, each token's log-prob at temperature 1; 0 past lengths
     texts: list[str]  # decoded actions (EOS dropped, other special tokens kept)
 
     def sampled_actions(self, eos_id: int) -> list[SampledAction]:
         """What each row sampled, as the records ``envs.collect`` keeps on each turn."""
+        # Whole tensors to lists once: slicing a tensor per row costs more than the rows' content.
+        rows, logps = self.token_ids.tolist(), self.logprobs.tolist()
         return [
             SampledAction(
                 text=text,
                 prompt_ids=tuple(prompt),
-                action_ids=tuple(row[:n].tolist()),
-                logprobs=tuple(logp[:n].tolist()),
-                ended=n > 0 and int(row[n - 1]) == eos_id,
+                action_ids=tuple(row[:n]),
+                logprobs=tuple(logp[:n]),
+                ended=n > 0 and row[n - 1] == eos_id,
             )
             for prompt, row, logp, n, text in zip(
-                self.prompt_ids, self.token_ids, self.logprobs, self.lengths.tolist(), self.texts, strict=True
+                self.prompt_ids, rows, logps, self.lengths.tolist(), self.texts, strict=True
             )
         ]
 
@@ -121,68 +124,57 @@ class LMPolicy:
             turns = trajectory.turns
             observation = turns[k].observation if k < len(turns) else turns[-1].next_observation
             prompts.append(render_prompt(self.tokenizer, turns[:k], observation, self.cfg.history_window))
-        input_ids, attention_mask = encode_prompts(self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens)
+        input_ids, attention_mask = encode_prompts(
+            self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens
+        )
         return CriticStates(input_ids=input_ids, attention_mask=attention_mask, histories=list(states))
 
-    def _choose(self, logits: torch.Tensor, greedy: bool) -> torch.Tensor:
-        """Next token per row from (B, V) logits: argmax, or a draw with temperature and top-p."""
-        if greedy or self.cfg.temperature == 0.0:
-            return logits.argmax(dim=-1)
-        probs = F.softmax(logits.float().cpu() / self.cfg.temperature, dim=-1)  # (B, V)
-        probs = top_p_filter(probs, self.cfg.top_p)
-        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).to(logits.device)
-
-    def _forward(self, input_ids, attention_mask, position_ids, cache):
-        """One cached forward pass: ``(cache, logits of the last position (B, V))``."""
-        cache_key = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            use_cache=True,
-            logits_to_keep=1,
-            **({cache_key: cache} if cache is not None else {}),
-        )
-        return out[cache_key], out.logits[:, -1]
+    def _sampling_weights(self, logits: torch.Tensor) -> torch.Tensor:
+        """Sampling probabilities from (B, V) next-token logits: temperature, then top-p."""
+        logits = logits.float()
+        if self.cfg.temperature != 1.0:
+            logits = logits / self.cfg.temperature
+        return top_p_filter(F.softmax(logits, dim=-1), self.cfg.top_p)  # (B, V)
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[str], *, greedy: bool = False) -> Generation:
-        """Sample up to ``max_action_tokens`` tokens after each prompt, stopping a row at its EOS."""
+        """Sample up to ``max_action_tokens`` tokens after each prompt, stopping a row at its EOS.
+
+        Greedy when asked or at temperature 0. Otherwise every draw uses a uniform number from the
+        policy's generator, ``max_action_tokens`` per prompt drawn up front, so the tokens a row gets
+        do not depend on when the other rows of the batch stopped.
+        """
         eos, pad = self.tokenizer.eos_token_id, self.pad_token_id
         if not prompts:
             empty = torch.zeros((0, 0), dtype=torch.long)
             return Generation([], empty, torch.zeros(0, dtype=torch.long), empty.float(), [])
-        rows = prompt_ids(self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens)
+        # Each distinct prompt tokenised once: a group's episodes share their first prompt.
+        distinct = list(dict.fromkeys(prompts))
+        encoded = prompt_ids(self.tokenizer, distinct, max_prompt_tokens=self.cfg.max_prompt_tokens)
+        ids = dict(zip(distinct, encoded, strict=True))
+        rows = [ids[prompt] for prompt in prompts]
         input_ids, attention_mask = left_pad(rows, pad)  # (B, P)
-        input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)  # (B, P)
-        positions = position_ids_for(attention_mask)  # (B, P)
-        cache, logits = self._forward(input_ids, attention_mask, positions, None)  # logits (B, V)
-        next_position = positions[:, -1:] + 1  # (B, 1)
-        batch = input_ids.shape[0]
-        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
-        tokens, logps = [], []
-        for step in range(self.cfg.max_action_tokens):
-            token = self._choose(logits, greedy)  # (B,)
-            logp = F.log_softmax(logits.float(), dim=-1).gather(-1, token[:, None]).squeeze(-1)  # (B,)
-            tokens.append(token.masked_fill(finished, pad))
-            logps.append(logp.masked_fill(finished, 0.0))
-            lengths += (~finished).long()
-            finished |= token == eos
-            if bool(finished.all()) or step == self.cfg.max_action_tokens - 1:
-                break
-            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=1)  # (B, P+step+1)
-            cache, logits = self._forward(tokens[-1][:, None], attention_mask, next_position, cache)
-            next_position = next_position + 1
-        token_ids = torch.stack(tokens, dim=1).cpu()  # (B, T)
-        lengths = lengths.cpu()
+        sample = not greedy and self.cfg.temperature != 0.0
+        uniforms = (
+            torch.rand((len(rows), self.cfg.max_action_tokens), generator=self.generator) if sample else None
+        )
+        decoded = sample_with_cache(
+            self.model,
+            input_ids.to(self.device),
+            attention_mask.to(self.device),
+            max_tokens=self.cfg.max_action_tokens,
+            eos=eos,
+            pad=pad,
+            weights=self._sampling_weights if sample else None,
+            uniforms=uniforms,
+        )
         # Sampled special tokens (<unk>, <pad>, ...) stay in the text, so the env judges what the
         # policy really said; training reads the ids, never this text.
         texts = [
-            self.tokenizer.decode(row[:n][row[:n] != eos].tolist(), skip_special_tokens=False)
-            for row, n in zip(token_ids, lengths.tolist(), strict=True)
+            self.tokenizer.decode([i for i in row[:n] if i != eos], skip_special_tokens=False)
+            for row, n in zip(decoded.token_ids.tolist(), decoded.lengths.tolist(), strict=True)
         ]
-        return Generation(rows, token_ids, lengths, torch.stack(logps, dim=1).cpu(), texts)
+        return Generation(rows, decoded.token_ids, decoded.lengths, decoded.logprobs, texts)
 
     def encode(self, trajectories: Sequence[Trajectory]) -> tuple[TokenBatch, list[TurnSample]]:
         """A token batch of demonstrations the policy did not sample (one row per turn): their action
