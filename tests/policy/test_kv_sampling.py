@@ -18,7 +18,7 @@ from policy.config import PolicyConfig
 from policy.encode import encode_prompts, left_pad
 from policy.kv_sampling import cache_keyword, sample_with_cache
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, build_tiny_tokenizer
+from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from tests.policy.fake_envs import WORDS
 
 TOKENIZER = build_tiny_tokenizer(WORDS)
@@ -180,6 +180,30 @@ def test_same_seed_same_tokens_and_another_seed_other_tokens():
     assert torch.equal(first.token_ids, again.token_ids) and torch.equal(first.logprobs, again.logprobs)
     assert first.texts == again.texts
     assert not torch.equal(first.token_ids, other.token_ids)
+
+
+def test_a_saved_model_directory_that_pads_with_eos_samples_as_the_model_did(tmp_path):
+    """policy=pretrained: a model and tokenizer read back from a folder, padding with EOS (no pad token)."""
+    model = make_model(eos_bias=0.0)
+    tokenizer = build_tiny_tokenizer(WORDS)
+    tokenizer.pad_token = None
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded, loaded_tokenizer = load_local_pretrained(tmp_path)
+    assert loaded_tokenizer.pad_token_id == EOS
+    policy = LMPolicy(loaded, loaded_tokenizer, PolicyConfig(max_action_tokens=MAX_TOKENS), seed=0)
+    stoppers = [stop_at_positions(loaded), stop_at_positions(model)]
+    greedy = policy.generate(PROMPTS, greedy=True)
+    sampled = policy.generate(PROMPTS)
+    for b, prompt in enumerate(PROMPTS):
+        expected = reference_greedy(model, prompt)  # the model it was saved from
+        assert greedy.token_ids[b, : len(expected)].tolist() == expected
+        assert int(greedy.lengths[b]) == len(expected)
+    assert int(greedy.lengths.min()) < int(greedy.lengths.max())
+    for b, expected in enumerate(full_forward_logprobs(loaded, prompts_batch(), sampled)):
+        assert torch.allclose(sampled.logprobs[b, : int(sampled.lengths[b])], expected, atol=1e-5, rtol=0)
+    for stopper in stoppers:
+        stopper.remove()
 
 
 def test_empty_batch_and_model_errors():
