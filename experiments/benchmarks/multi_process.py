@@ -5,9 +5,12 @@
 
 Both runs start from the same seed, warm start and config (``experiment=learning_check`` by default:
 16 groups of 8 per iteration, so 2 or 4 processes split them evenly); the multi-process one runs
-``strategy=ddp_spawn`` on CPU (gloo). The iteration's groups, their tasks and the update's size are
-the same; what differs is that ranks other than 0 sample from streams of their own, and that the
-update averages per-rank losses. So the curves should agree in level and trend, not point by point.
+``strategy=ddp_spawn`` on CPU (gloo). ``algo.ppo.minibatch_size`` counts rows per rank, so the
+multi-process run gets ``--minibatch-size`` divided by the number of processes: both then take the
+same optimizer steps on minibatches of the same total size (``--same-per-rank`` keeps the full size
+per rank: fewer, larger steps). The iteration's groups and their tasks are the same; what differs is
+that ranks other than 0 sample from streams of their own, and that the update averages per-rank
+losses. So the curves should agree in level and trend, not point by point.
 Prints the two curves (held-out success against real env steps, per evaluation), the final success
 and wall time of each, and writes ``<out>/multi_process.png``.
 
@@ -36,6 +39,7 @@ def run(processes: int, args: argparse.Namespace) -> tuple[list[dict], float]:
         f"trainer.eval_every={args.eval_every}",
         "trainer.progress=false",
         f"hydra.run.dir='{run_dir}'",
+        f"algo.ppo.minibatch_size={args.minibatch_size if args.same_per_rank else args.minibatch_size // processes}",
         *(
             [f"trainer.devices={processes}", "trainer.strategy=ddp_spawn", "trainer.accelerator=cpu"]
             if processes > 1
@@ -119,6 +123,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument(
+        "--minibatch-size", type=int, default=64, help="rows per optimizer step, over all ranks"
+    )
+    parser.add_argument(
+        "--same-per-rank", action="store_true", help="give each rank --minibatch-size rows instead"
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/multi_process"), help="output folder")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for both runs")
     args = parser.parse_args(argv)
