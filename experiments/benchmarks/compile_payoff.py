@@ -244,20 +244,28 @@ def measure(settings: Settings, batches: int, progress: Callable[[str], None] | 
             # A later run on the same machine: Dynamo traces again, Inductor reads its on-disk cache.
             torch._dynamo.reset()
             again = PPOLearner(fabric, compiled(copy.deepcopy(policy.model)), ppo, seed=update_seed)
-            timing.cached_compile_s = timed(
+            eager_pass = timed(lambda learner=eager: [learner.update(t, a, weights=w) for t, a, w in updates])
+            timing.cached_compile_s = -eager_pass + timed(  # less an eager pass taken just before
                 lambda learner=again: [learner.update(t, a, weights=w) for t, a, w in updates]
-            ) - statistics.median(timing.eager_s)
+            )
             progress(f"  compile with a warm Inductor cache {timing.cached_compile_s:.1f} s")
             progress(f"{threads} thread(s): sampling, compiling then {settings.repeats} repeats")
             model = copy.deepcopy(policy.model).eval()
             timing = timings[("sampling", threads)] = Timing(calls=1)
             interleave(timing, sample_pass(model), sample_pass(compiled(model)), settings.repeats, progress)
-    return {"timings": timings, "shapes": shapes, "steps_per_update": steps, "settings": settings}
+    return {
+        "timings": timings,
+        "shapes": shapes,
+        "steps_per_update": steps,
+        "settings": settings,
+        "load": os.getloadavg()[0],  # how shared the CPU was: wall times on a loaded machine stretch
+    }
 
 
 def format_table(result: dict) -> str:
     steps = result["steps_per_update"]
     lines = [
+        f"load average at the end {result['load']:.1f} (1 min) on {os.cpu_count()} cores; "
         f"update batches {result['shapes']} (rows x columns), {steps:.1f} minibatch steps per update; "
         "sampling: one collection's prompts through the bare KV-cache loop",
         f"{'figure':<9} {'threads':>7} {'compile s':>9} {'eager med':>9} {'eager min':>9} {'comp med':>9} "
@@ -284,29 +292,27 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    """Cumulative update time against updates, eager and compiled: the lines cross at the break-even."""
+    """Cumulative update time against updates, eager and compiled (cold and warm cache), one panel per
+    thread count: the lines cross at the break-even."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
     update = {threads: t for (figure, threads), t in result["timings"].items() if figure == "update"}
-    horizon = max([t.break_even() for t in update.values() if math.isfinite(t.break_even())] or [100]) * 2
-    n = torch.linspace(0, horizon, 50)
-    for threads, timing in update.items():
+    fig, axes = plt.subplots(1, len(update), figsize=(5 * len(update), 3.5), squeeze=False)
+    for ax, (threads, timing) in zip(axes[0], update.items(), strict=True):
         eager, fast = timing.per_call("eager")[0], timing.per_call("compiled")[0]
-        (line,) = ax.plot(n, n * eager, label=f"eager, {threads} thread(s)")
-        ax.plot(
-            n,
-            timing.compile_s + n * fast,
-            ls="--",
-            color=line.get_color(),
-            label=f"compiled, {threads} thread(s)",
-        )
-    ax.set_xlabel("PPO updates (training iterations)")
-    ax.set_ylabel("cumulative update time (s)")
-    ax.legend(fontsize=8)
+        horizon = 2 * timing.break_even() if math.isfinite(timing.break_even()) else 100
+        n = torch.linspace(0, horizon, 50)
+        ax.plot(n, n * eager, label="eager")
+        ax.plot(n, timing.compile_s + n * fast, ls="--", label="compiled, cold cache")
+        if math.isfinite(timing.cached_compile_s):
+            ax.plot(n, timing.cached_compile_s + n * fast, ls=":", label="compiled, warm cache")
+        ax.set_title(f"{threads} thread(s)")
+        ax.set_xlabel("PPO updates (training iterations)")
+        ax.set_ylabel("cumulative update time (s)")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
