@@ -69,9 +69,10 @@ def padding_columns(attention_mask: torch.Tensor) -> int:
 
 
 def trim_columns(batch: TokenBatch, start: int) -> TokenBatch:
-    """``batch`` without its first ``start`` columns."""
+    """``batch`` without its first ``start`` columns, as contiguous tensors (a compiled model would
+    otherwise guard on, and recompile for, the column slice's strides and offset)."""
     return TokenBatch(
-        input_ids=batch.input_ids[:, start:],
-        attention_mask=batch.attention_mask[:, start:],
-        response_mask=batch.response_mask[:, start:],
+        input_ids=batch.input_ids[:, start:].contiguous(),
+        attention_mask=batch.attention_mask[:, start:].contiguous(),
+        response_mask=batch.response_mask[:, start:].contiguous(),
     )

@@ -37,22 +37,21 @@ from pathlib import Path
 import torch
 from lightning.fabric import Fabric
 
-from envs import Trajectory, collect, make
+from envs import Trajectory, collect
 from envs.splits import split_seeds
 from experiments.benchmarks.throughput import (
     Settings,
     bare_sample,
-    compose_run,
     num_threads,
     prompts_by_turn,
     stderr_progress,
     timed,
+    warm_started,
 )
-from experiments.seeding import derive_seed, seed_global_rngs
+from experiments.seeding import derive_seed
 from policy.algorithms import group_baseline_token_advantages, turn_rows
 from policy.learner import PPOLearner
 from policy.rollout_batch import build_rollout_batch
-from policy.warm_start import behaviour_clone, expert_trajectories
 
 FIGURES = ("update", "sampling")
 
@@ -141,33 +140,12 @@ def fresh_compile_cache() -> None:
 def measure(settings: Settings, batches: int, progress: Callable[[str], None] | None = None) -> dict:
     """``{(figure, threads): Timing}`` plus the batches' shapes and minibatch steps per update."""
     progress = progress or stderr_progress()
-    run_cfg = compose_run(settings.experiment, settings.seed)
+    run_cfg, env, policy, _ = warm_started(settings, progress)
     trainer, algo, env_kwargs = run_cfg.trainer, run_cfg.algo, dict(run_cfg.env.kwargs)
     env_name, seed = run_cfg.env.name, run_cfg.seed
     groups = settings.groups or trainer.groups_per_iteration
-    env = make(env_name, **env_kwargs)
-    seed_global_rngs(derive_seed(seed, "global"))
-    torch.set_num_threads(1)
 
-    from experiments.train import build_policy, learner_config  # the training loop's own builders
-
-    policy = build_policy(run_cfg, env.vocabulary())
-    experts = expert_trajectories(
-        env_name,
-        seeds=split_seeds(env_name, env_kwargs, "train", seed=seed, count=64),
-        env_kwargs=env_kwargs,
-        max_turns=trainer.max_turns,
-    )
-    progress(f"warm start: {settings.clone_steps} behaviour-cloning steps")
-    behaviour_clone(
-        policy,
-        experts,
-        lr=trainer.warm_start.lr,
-        batch_size=trainer.warm_start.batch_size,
-        max_steps=settings.clone_steps,
-        seed=derive_seed(seed, "clone"),
-        progress=False,
-    )
+    from experiments.train import learner_config  # the training loop's own builder
 
     def collect_iteration(iteration: int) -> list[Trajectory]:
         seeds = split_seeds(

@@ -323,16 +323,21 @@ def run(settings: Settings = Settings(), progress: Callable[[str], None] | None 
         return _measure(settings, progress or stderr_progress())
 
 
-def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
+def warm_started(settings: Settings, progress: Callable[[str], None]):
+    """``(run config, env, policy, expert episodes)``: the preset's policy after a short behaviour clone,
+    built with the training loop's own builder; torch is left on one thread."""
     run_cfg = compose_run(settings.experiment, settings.seed)
-    trainer, algo, env_kwargs = run_cfg.trainer, run_cfg.algo, dict(run_cfg.env.kwargs)
-    env_name, seed = run_cfg.env.name, run_cfg.seed
-    groups = settings.groups or trainer.groups_per_iteration
+    trainer, env_kwargs, env_name, seed = (
+        run_cfg.trainer,
+        dict(run_cfg.env.kwargs),
+        run_cfg.env.name,
+        run_cfg.seed,
+    )
     env = make(env_name, **env_kwargs)
     seed_global_rngs(derive_seed(seed, "global"))
     torch.set_num_threads(1)
 
-    from experiments.train import build_policy, learner_config  # the training loop's own builders
+    from experiments.train import build_policy  # the training loop's own builder
 
     policy = build_policy(run_cfg, env.vocabulary())
     experts = expert_trajectories(
@@ -351,6 +356,17 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
         seed=derive_seed(seed, "clone"),
         progress=False,
     )
+    return run_cfg, env, policy, experts
+
+
+def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
+    run_cfg, env, policy, experts = warm_started(settings, progress)
+    trainer, algo, env_kwargs = run_cfg.trainer, run_cfg.algo, dict(run_cfg.env.kwargs)
+    env_name, seed = run_cfg.env.name, run_cfg.seed
+    groups = settings.groups or trainer.groups_per_iteration
+
+    from experiments.train import learner_config  # the training loop's own builder
+
     train_seeds = split_seeds(
         env_name, env_kwargs, "train", seed=derive_seed(seed, "train", 1, 0), count=groups
     )
@@ -447,10 +463,14 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
     update_tokens = float(batch.tokens.attention_mask.sum()) * ppo.epochs
     full_width = batch.tokens.input_ids.shape[1]
     update_positions = sum(  # what the update's minibatches forward, trimmed to their longest rows
-        len(idx) * (full_width - (padding_columns(batch.tokens.attention_mask[idx]) if ppo.trim_padding else 0))
+        len(idx)
+        * (full_width - (padding_columns(batch.tokens.attention_mask[idx]) if ppo.trim_padding else 0))
         for epoch in minibatch_indices(
-            batch.tokens.attention_mask.sum(dim=1), epochs=ppo.epochs, minibatch_size=ppo.minibatch_size,
-            length_buckets=ppo.length_buckets, generator=torch.Generator().manual_seed(update_seed),
+            batch.tokens.attention_mask.sum(dim=1),
+            epochs=ppo.epochs,
+            minibatch_size=ppo.minibatch_size,
+            length_buckets=ppo.length_buckets,
+            generator=torch.Generator().manual_seed(update_seed),
         )
         for idx in epoch
     )
@@ -633,7 +653,9 @@ def main(argv: Sequence[str] | None = None) -> Result:
     )
     parser.add_argument("--fit-steps", type=int, default=None, help="world-model fit steps; 0: untrained")
     parser.add_argument(
-        "--compile", action="store_true", help="instead: what torch.compile saves per update (compile_payoff.py)"
+        "--compile",
+        action="store_true",
+        help="instead: what torch.compile saves per update (compile_payoff.py)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("outputs/benchmarks"), help="folder of throughput.png"

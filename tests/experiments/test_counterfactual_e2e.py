@@ -9,9 +9,8 @@ from tests.experiments.test_train_e2e import assert_ok, read_records, run_train
 
 pytestmark = pytest.mark.slow
 
-RUN = [
+STEP_GROUP_RUN = [  # the tiny step-group run, shared with the real-branch oracle's test
     "experiment=learning_check",
-    "algo=counterfactual_gigpo",
     "trainer.iterations=3",
     "trainer.groups_per_iteration=2",
     "trainer.group_size=4",
@@ -28,8 +27,8 @@ RUN = [
     "critic.latent_head_hidden_size=16",
     "algo.counterfactual.siblings=3",
     "algo.counterfactual.critic_fit_steps=3",
-    *SMALL_WORLD_MODEL,
 ]
+RUN = ["algo=counterfactual_gigpo", *STEP_GROUP_RUN, *SMALL_WORLD_MODEL]
 
 
 def test_counterfactual_gigpo_runs_with_siblings_in_the_gradient(tmp_path):

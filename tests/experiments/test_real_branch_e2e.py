@@ -6,30 +6,12 @@ import json
 
 import pytest
 
+from tests.experiments.test_counterfactual_e2e import STEP_GROUP_RUN
 from tests.experiments.test_train_e2e import assert_ok, read_records, run_train
 
 pytestmark = pytest.mark.slow
 
-RUN = [
-    "experiment=learning_check",
-    "algo=real_branch_gigpo",
-    "trainer.iterations=3",
-    "trainer.groups_per_iteration=2",
-    "trainer.group_size=4",
-    "trainer.eval_episodes=8",
-    "trainer.eval_every=3",
-    "trainer.warm_start.max_steps=5",
-    "trainer.warm_start.expert_episodes=16",
-    "trainer.warm_start.eval_every=5",
-    "trainer.warm_start.eval_episodes=8",
-    "trainer.progress=false",
-    "critic.latent_size=16",
-    "critic.latent_embed_size=16",
-    "critic.latent_feature_size=16",
-    "critic.latent_head_hidden_size=16",
-    "algo.counterfactual.siblings=3",
-    "algo.counterfactual.critic_fit_steps=3",
-]
+RUN = ["algo=real_branch_gigpo", *STEP_GROUP_RUN]
 
 
 def test_real_branch_gigpo_puts_every_oracle_step_on_the_real_step_axis(tmp_path):

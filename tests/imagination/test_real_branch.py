@@ -17,6 +17,7 @@ from imagination.counterfactual_math import counterfactual_step_advantages
 from imagination.real_branch import RealEnvBrancher, replay_snapshots
 from policy.algorithms import AlgoConfig
 from policy.counterfactual_config import CounterfactualConfig
+from tests.imagination.test_counterfactual_groups import ConstantCritic
 
 NOISY = {"n": 8, "max_turns": 5, "noise": 0.4, "observation": "transcript"}  # a lying oracle
 SIBLING = "guess(1)"
@@ -31,15 +32,6 @@ class Siblings:
     def act(self, views):
         self.views.extend(([t.action for t in v.turns], v.observation) for v in views)
         return [SIBLING for _ in views]
-
-
-class ConstantCritic(torch.nn.Module):
-    def __init__(self, value: float) -> None:
-        super().__init__()
-        self.value = torch.nn.Parameter(torch.tensor(value))
-
-    def forward(self, states):
-        return self.value.expand(len(states))
 
 
 class SnapshotRecorder:
