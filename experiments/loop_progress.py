@@ -1,0 +1,115 @@
+"""What the training loop carries from one iteration to the next, and its record in a checkpoint.
+
+The loop's built parts (policy, learner, world model, store, ...) do not change shape during a run;
+this does: the real-step count (the x-axis), the next unused ids, the imagination gate and the
+bookkeeping of how many groups were imagined, the recent real episodes to branch from, and the
+logged history. A checkpoint stores it as a ``LoopState`` whose fields and ``imagination`` keys
+are fixed, so a checkpoint written by an earlier version of the loop still resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs import Trajectory, TrajectoryStore
+from experiments.checkpoint import LoopState
+from experiments.resume import trajectories_by_id
+from imagination.config import ImaginationConfig
+from imagination.gate import ImaginationGate
+
+
+@dataclass
+class LoopProgress:
+    gate: ImaginationGate
+    recent: deque[Trajectory]
+    """Recent real episodes, the states imagination branches from."""
+    branch_rng: random.Random
+    """The stream that picks branch points (saved with the other RNG streams)."""
+    warmup_left: int
+    """Fully imagined iterations still to run once the gate opens (imagination.warmup_iterations)."""
+    warm_start_env_steps: int = 0
+    """The expert demonstrations' env steps: reported apart from the RL x-axis."""
+    real_env_steps: int = 0
+    next_ids: dict[str, int] = field(default_factory=lambda: {"group": 0, "trajectory": 0})
+    """Ids stay unique across every collection of the run."""
+    real_credit: float = 0.0
+    """The fractional real group carried over, so the long-run real share is the configured one."""
+    imagined_groups_total: int = 0
+    groups_total: int = 0
+    world_model_fitted: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One record per logged iteration, as ``metrics.jsonl`` holds them."""
+    start: float = 0.0
+    """``time.monotonic()`` when RL began (moved back by the elapsed time of a resumed run)."""
+
+    @classmethod
+    def fresh(
+        cls, imagination: ImaginationConfig, *, branch_seed: int, warm_start_env_steps: int
+    ) -> LoopProgress:
+        return cls(
+            gate=ImaginationGate(imagination.gate_threshold),
+            recent=deque(maxlen=imagination.recent_trajectories),
+            branch_rng=random.Random(branch_seed),
+            warmup_left=imagination.warmup_iterations,
+            warm_start_env_steps=warm_start_env_steps,
+        )
+
+    def take_ids(self, groups: int, trajectories: int) -> None:
+        """Mark ``groups`` group ids and ``trajectories`` trajectory ids from ``next_ids`` on as used."""
+        self.next_ids["group"] += groups
+        self.next_ids["trajectory"] += trajectories
+
+    def loop_state(
+        self,
+        iteration: int,
+        *,
+        stopped: bool,
+        metrics_lines: int,
+        store_trajectories: int,
+        counterfactual_recent: Iterable[Trajectory] | None,
+    ) -> LoopState:
+        """The checkpoint record after ``iteration``; ``counterfactual_recent`` is the data of the
+        counterfactual critic (None without one)."""
+        return LoopState(
+            iteration=iteration,
+            real_env_steps=self.real_env_steps,
+            warm_start_env_steps=self.warm_start_env_steps,
+            next_ids=dict(self.next_ids),
+            history=self.history,
+            metrics_lines=metrics_lines,
+            store_trajectories=store_trajectories,
+            elapsed_s=time.monotonic() - self.start,
+            stopped=stopped,
+            imagination={
+                "gate": dataclasses.asdict(self.gate),
+                "real_credit": self.real_credit,
+                "warmup_left": self.warmup_left,
+                "imagined_groups_total": self.imagined_groups_total,
+                "groups_total": self.groups_total,
+                "world_model_fitted": self.world_model_fitted,
+                "recent_ids": [t.trajectory_id for t in self.recent],
+                "counterfactual_recent_ids": []
+                if counterfactual_recent is None
+                else [t.trajectory_id for t in counterfactual_recent],
+            },
+        )
+
+    def restore(self, loop: LoopState, store: TrajectoryStore) -> None:
+        """Every counter as it was after the checkpoint's iteration; the recent episodes reread from
+        ``store``, and the clock moved back by the time the run had spent."""
+        self.real_env_steps, self.warm_start_env_steps = loop.real_env_steps, loop.warm_start_env_steps
+        self.next_ids, self.history = dict(loop.next_ids), loop.history
+        for name, value in loop.imagination["gate"].items():
+            setattr(self.gate, name, value)
+        self.real_credit, self.warmup_left = loop.imagination["real_credit"], loop.imagination["warmup_left"]
+        self.imagined_groups_total = loop.imagination["imagined_groups_total"]
+        self.groups_total = loop.imagination["groups_total"]
+        self.world_model_fitted = loop.imagination["world_model_fitted"]
+        self.recent.extend(trajectories_by_id(store, loop.imagination["recent_ids"]))
+        self.start = time.monotonic() - loop.elapsed_s

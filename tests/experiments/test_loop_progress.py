@@ -1,0 +1,97 @@
+"""The loop's carried state and its checkpoint record: the record's ``imagination`` keys are a fixed
+format (checkpoints written earlier must still resume), and a record read back restores every counter."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+from envs import TrajectoryStore
+from experiments.checkpoint import LoopState
+from experiments.loop_progress import LoopProgress
+from imagination.config import ImaginationConfig
+from tests.experiments.test_resume import trajectories
+
+# The imagination record as checkpoints have always stored it, written out by hand.
+SAVED_IMAGINATION = {
+    "gate": {"threshold": 0.5, "is_open": True},
+    "real_credit": 0.25,
+    "warmup_left": 1,
+    "imagined_groups_total": 3,
+    "groups_total": 7,
+    "world_model_fitted": True,
+    "recent_ids": [3, 4],
+    "counterfactual_recent_ids": [1],
+}
+
+
+def test_a_fresh_loop_takes_its_settings_and_counts_ids_on():
+    progress = LoopProgress.fresh(
+        ImaginationConfig(gate_threshold=0.5, recent_trajectories=2, warmup_iterations=3),
+        branch_seed=7,
+        warm_start_env_steps=11,
+    )
+    assert (progress.gate.threshold, progress.gate.is_open, progress.recent.maxlen) == (0.5, False, 2)
+    assert (progress.warmup_left, progress.warm_start_env_steps, progress.real_env_steps) == (3, 11, 0)
+    assert progress.branch_rng.random() == random.Random(7).random()
+    progress.take_ids(2, 8)
+    progress.take_ids(1, 3)
+    assert progress.next_ids == {"group": 3, "trajectory": 11}
+
+
+def test_the_checkpoint_record_keeps_its_format():
+    progress = LoopProgress.fresh(
+        ImaginationConfig(gate_threshold=0.5), branch_seed=0, warm_start_env_steps=5
+    )
+    progress.gate.is_open, progress.real_credit, progress.warmup_left = True, 0.25, 1
+    progress.imagined_groups_total, progress.groups_total, progress.world_model_fitted = 3, 7, True
+    progress.recent.extend(trajectories(3, 2))
+    progress.real_env_steps, progress.next_ids = 40, {"group": 9, "trajectory": 30}
+    loop = progress.loop_state(
+        2, stopped=False, metrics_lines=3, store_trajectories=5, counterfactual_recent=trajectories(1, 1)
+    )
+    assert list(loop.imagination.items()) == list(SAVED_IMAGINATION.items())
+    assert (loop.iteration, loop.real_env_steps, loop.warm_start_env_steps) == (2, 40, 5)
+    assert (loop.metrics_lines, loop.store_trajectories, loop.stopped) == (3, 5, False)
+    assert loop.next_ids == {"group": 9, "trajectory": 30} and loop.next_ids is not progress.next_ids
+    no_counterfactual = progress.loop_state(
+        2, stopped=True, metrics_lines=3, store_trajectories=5, counterfactual_recent=None
+    )
+    assert no_counterfactual.imagination["counterfactual_recent_ids"] == [] and no_counterfactual.stopped
+
+
+def test_a_saved_record_restores_every_counter(tmp_path):
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append(trajectories(0, 5))
+    saved = LoopState(
+        iteration=2,
+        real_env_steps=40,
+        warm_start_env_steps=5,
+        next_ids={"group": 9, "trajectory": 30},
+        history=[{"iteration": 0}],
+        metrics_lines=3,
+        store_trajectories=5,
+        elapsed_s=12.0,
+        imagination=SAVED_IMAGINATION,
+    )
+    loop = LoopState(**json.loads(json.dumps(dataclasses.asdict(saved))))  # as a checkpoint reads it back
+    progress = LoopProgress.fresh(
+        ImaginationConfig(gate_threshold=0.9), branch_seed=0, warm_start_env_steps=0
+    )
+    progress.restore(loop, store)
+    assert (progress.gate.threshold, progress.gate.is_open) == (0.5, True)
+    assert (progress.real_credit, progress.warmup_left, progress.world_model_fitted) == (0.25, 1, True)
+    assert (progress.imagined_groups_total, progress.groups_total) == (3, 7)
+    assert (progress.real_env_steps, progress.warm_start_env_steps, progress.history) == (
+        40,
+        5,
+        [{"iteration": 0}],
+    )
+    assert progress.next_ids == {"group": 9, "trajectory": 30} and progress.next_ids is not loop.next_ids
+    assert [t.trajectory_id for t in progress.recent] == [3, 4]
+    resumed = progress.loop_state(
+        2, stopped=False, metrics_lines=3, store_trajectories=5, counterfactual_recent=trajectories(1, 1)
+    )
+    assert resumed.imagination == SAVED_IMAGINATION
+    assert 12.0 <= resumed.elapsed_s < 60.0  # the clock goes on from the saved elapsed time
