@@ -21,8 +21,9 @@ import json
 import random
 import sys
 import time
-from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hydra
 import torch
@@ -34,7 +35,7 @@ from tqdm.auto import tqdm
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
 from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.splits import split_seeds
-from experiments.checkpoint import Checkpoint, LoopState, save_checkpoint
+from experiments.checkpoint import Checkpoint, save_checkpoint
 from experiments.config import Resolved, register_configs, validate
 from experiments.distributed import (
     Collection,
@@ -52,7 +53,8 @@ from experiments.distributed import (
     value_rows,
     world_size,
 )
-from experiments.evaluation import evaluate, render_transcript, summarise, training_eval_seeds
+from experiments.evaluation import Evaluation, evaluate, render_transcript, summarise, training_eval_seeds
+from experiments.loop_progress import LoopProgress
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
 from experiments.resume import (
@@ -69,7 +71,6 @@ from experiments.seeding import derive_seed, seed_global_rngs
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.counterfactual_gigpo import CounterfactualGiGPO
-from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
 from imagination.mixing import scheduled_ratio, split_groups
@@ -97,7 +98,7 @@ from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrai
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
 from policy.warm_start import behaviour_clone, expert_trajectories
-from world_model import TurnTokenizer, token_limits
+from world_model import TurnTokenizer, WorldModel, token_limits
 from world_model.lightning_module import fit_world_model
 from world_model.metrics import one_step_accuracy
 
@@ -163,355 +164,490 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     return train_on_rank(fabric, run, run_dir)
 
 
+@dataclass
+class RunParts:
+    """What one process builds once and every phase of the loop reads. What changes from one
+    iteration to the next is in ``LoopProgress``."""
+
+    fabric: Fabric
+    run: Resolved
+    run_dir: Path
+    env_kwargs: dict[str, Any]
+    policy: LMPolicy
+    critic: torch.nn.Module | None
+    learner: PPOLearner
+    ref_model: torch.nn.Module | None
+    world_model: WorldModel | None
+    counterfactual: CounterfactualGiGPO | None
+    store: TrajectoryStore
+    logger: MetricsLogger | NullLogger
+    eval_seeds: list[int]
+
+    @property
+    def rank0(self) -> bool:
+        return self.fabric.global_rank == 0
+
+
 def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, float]:
     """The loop on one process. With several, each collects its share of the real groups and every
     rank gathers them all (``experiments.distributed``); only rank 0 writes into ``run_dir``."""
-    trainer, algo = run.trainer, run.algo
+    trainer, imagination = run.trainer, run.imagination
     env_kwargs = dict(run.env.kwargs)
-    rank, ranks = fabric.global_rank, fabric.world_size
-    rank0 = rank == 0
-
+    rank0 = fabric.global_rank == 0
     env = make(run.env.name, **env_kwargs)
-    check_value_expansion(run.imagination.mode, run.imagination.enabled, algo.name, algo.value_level,
-                          run.imagination.warmup_iterations)
+    check_loop_options(run)
     seed_global_rngs(derive_seed(run.seed, "global"))  # the loop's own streams never read these
-    if algo.ppo.old_logp == "sampling" and trainer.precision not in FULL_PRECISION:
-        raise ValueError(f"algo.ppo.old_logp=sampling needs full precision (trainer.precision one of {FULL_PRECISION}), "
-                         f"got trainer.precision={trainer.precision}: sampling runs outside the learner's autocast, so "
-                         "its log-probs are not the learner's; set algo.ppo.old_logp=recompute")
     # resume=RUN_DIR: continue from the newest checkpoint, with what the killed run wrote after it undone.
     checkpoint = resume_from(run, run_dir, run_dir / "trajectories") if run.resume else None
-    policy = build_policy(run, env.vocabulary(), rank)
+    policy = build_policy(run, env.vocabulary(), fabric.global_rank)
     critic = build_critic(run, policy, env.vocabulary())
     logger = (MetricsLogger(run_dir, purge_step=checkpoint.loop.real_env_steps + 1 if checkpoint else None) if rank0
               else NullLogger())
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
-    imagination = run.imagination
-    world_model = None  # built only when the run imagines: ratio 0 is the model-free run, untouched
-    if imagination.enabled or algo.name == "counterfactual_gigpo":
-        world_model = build_world_model(run.world_model, run.env.name, env_kwargs, env.vocabulary(),
-                                        seed=derive_seed(run.seed, "world-model-init"))
-    counterfactual = None  # imagined step groups at every real step (algo=counterfactual_gigpo)
-    brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
-    if algo.name == "real_branch_gigpo":
-        brancher = RealEnvBrancher(run.env.name, env_kwargs, algo, max_turns=trainer.max_turns,
-                                   observation_words=run.critic.latent_max_observation_words,
-                                   action_words=run.critic.latent_max_action_words)
-    if algo.name in ("counterfactual_gigpo", "real_branch_gigpo"):
-        counterfactual = CounterfactualGiGPO(algo, imagination, world_model, run.env.name, env_kwargs, brancher=brancher,
-                                             critic_options=run.critic.latent_kwargs(), max_turns=trainer.max_turns,
-                                             seed=derive_seed(run.seed, "counterfactual"))
-
-    def task_seeds(split: str, count: int, *tags: object) -> list[int]:
-        """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
-        return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
-
+    world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary())
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
-
-    def evaluate_policy() -> dict[str, float]:
-        # Its own sampling stream: evaluating more or less often never changes training. Rank 0 plays every
-        # episode and shares the figures, so the number does not depend on the number of processes.
-        if not rank0:
-            return broadcast_json(fabric, None)
-        result = evaluate(policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name, env_kwargs,
-                          seeds=eval_seeds, max_turns=trainer.max_turns)
-        return broadcast_json(fabric, result.as_metrics("eval"))
-
-    # 1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
-    #    Its env steps (expert demonstrations) are reported apart from the RL x-axis.
-    warm_start_env_steps = 0
     experts: list[Trajectory] = []
     if trainer.warm_start.enabled and not run.policy.pretrained and checkpoint is None:
-        ws = trainer.warm_start
-        experts = expert_trajectories(run.env.name, seeds=task_seeds("train", ws.expert_episodes, "expert"),
-                                      env_kwargs=env_kwargs, max_turns=trainer.max_turns)
-        warm_start_env_steps = count_env_steps(experts)
-        clone_eval_seeds = task_seeds("train", ws.eval_episodes, "clone-eval")
-        behaviour_clone(
-            policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
-            stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=trainer.progress and rank0,
-            evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
-                                        env_kwargs, seeds=clone_eval_seeds, max_turns=trainer.max_turns).success_rate,
-        )
-
-    # The reference policy of the optional KL penalty is the policy RL starts from.
-    ref_model = copy.deepcopy(policy.model).eval() if algo.ppo.kl_coef > 0 else None
-    # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
-    # and its state dict is the original's); sampling and save_policy read the eager policy.model.
-    update_model = torch.compile(policy.model, dynamic=True) if trainer.compile else policy.model
-    learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
-                         critic=critic, ref_model=ref_model, max_nonfinite_updates=trainer.max_nonfinite_updates)
-
-    real_env_steps = 0
-    next_ids = {"group": 0, "trajectory": 0}  # ids stay unique across every collection of the run
-    gate = ImaginationGate(imagination.gate_threshold)
-    recent: deque[Trajectory] = deque(maxlen=imagination.recent_trajectories)  # real states to branch from
-    branch_rng = random.Random(derive_seed(run.seed, "branch-points"))
-    real_credit, warmup_left, imagined_groups_total, groups_total = 0.0, imagination.warmup_iterations, 0, 0
-    world_model_fitted = False
+        experts = warm_start(run, env_kwargs, policy, progress=trainer.progress and rank0)  # 1.
+    learner, ref_model = build_learner(fabric, run, policy, critic)
+    parts = RunParts(fabric, run, run_dir, env_kwargs, policy, critic, learner, ref_model, world_model,
+                     counterfactual, store, logger, eval_seeds)
+    progress = LoopProgress.fresh(imagination, branch_seed=derive_seed(run.seed, "branch-points"),
+                                  warm_start_env_steps=count_env_steps(experts))
     if world_model is not None and experts and imagination.fit_on_warm_start:  # (never when resuming)
-        # The expert demonstrations are real episodes (their steps are reported apart): the world
-        # model starts from them, and the gate reads its first score on a held-out tenth.
-        experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
-        next_ids = {"group": len(experts), "trajectory": len(experts)}
-        recent.extend(experts)
-        held_out = experts[: max(1, len(experts) // 10)]
-        if rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
-            store.append(experts)
-            fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
-                            batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
-                            seed=derive_seed(run.seed, "world-model-fit", 0))
-            gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
-            logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
-        world_model_fitted = True
-        broadcast_module_(fabric, world_model)
-        gate.is_open = broadcast_json(fabric, gate.is_open)
-    # Everything a checkpoint holds besides the counters: weights, optimiser moments, RNG streams.
-    modules = {"world_model": world_model, "ref_model": ref_model,
-               "counterfactual_critic": counterfactual.critic if counterfactual is not None else None}
-    generators, randoms = {"sampling": policy.generator}, {"branch_points": branch_rng}
+        fit_on_experts(parts, progress, experts)
+    first_iteration = start_or_resume(parts, progress, checkpoint)
 
-    def save_run_checkpoint(iteration: int, stopped: bool) -> None:
-        """Everything the loop needs to go on after ``iteration``; also a policy folder to evaluate."""
-        loop = LoopState(
-            iteration=iteration, real_env_steps=real_env_steps, warm_start_env_steps=warm_start_env_steps,
-            next_ids=dict(next_ids), history=history, metrics_lines=count_lines(logger.jsonl_path),
-            store_trajectories=len(store), elapsed_s=time.monotonic() - start, stopped=stopped,
-            imagination={"gate": dataclasses.asdict(gate), "real_credit": real_credit, "warmup_left": warmup_left,
-                         "imagined_groups_total": imagined_groups_total, "groups_total": groups_total,
-                         "world_model_fitted": world_model_fitted, "recent_ids": [t.trajectory_id for t in recent],
-                         "counterfactual_recent_ids": [] if counterfactual is None else
-                         [t.trajectory_id for t in counterfactual.recent]},  # its critic's data
-        )
-        state = {"learner": learner.state_dict(), "rng": capture_rng(generators, randoms),
-                 **{name: None if module is None else module.state_dict() for name, module in modules.items()}}
-        save_checkpoint(run_dir / CHECKPOINTS, Checkpoint(config_record(run), loop, state),
-                        write_extra=lambda folder: save_policy(policy, folder))
-
-    start = time.monotonic()
-    if checkpoint is None:
-        metrics = evaluate_policy()
-        logger.log(metrics, real_env_steps=0, iteration=0)
-        history = [{"iteration": 0, "charts/real_env_steps": 0, **metrics}]
-        first_iteration = 1
-    else:  # resumed: every counter, weight and RNG stream as they were after the checkpoint's iteration
-        loop, saved = checkpoint.loop, checkpoint.state
-        real_env_steps, warm_start_env_steps, next_ids, history = (
-            loop.real_env_steps, loop.warm_start_env_steps, dict(loop.next_ids), loop.history)
-        for name, value in loop.imagination.pop("gate").items():
-            setattr(gate, name, value)
-        real_credit, warmup_left, imagined_groups_total, groups_total, world_model_fitted = (
-            loop.imagination[name] for name in ("real_credit", "warmup_left", "imagined_groups_total",
-                                                "groups_total", "world_model_fitted"))
-        recent.extend(trajectories_by_id(store, loop.imagination["recent_ids"]))
-        if counterfactual is not None:
-            counterfactual.recent.extend(trajectories_by_id(store, loop.imagination["counterfactual_recent_ids"]))
-        learner.load_state_dict(saved["learner"])
-        for name, module in modules.items():
-            if module is not None:
-                module.load_state_dict(saved[name])
-        restore_rng(saved["rng"], generators, randoms)
-        start = time.monotonic() - loop.elapsed_s
-        first_iteration = trainer.iterations + 1 if loop.stopped else loop.iteration + 1
-
-    bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{algo.name}",
+    # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
+    bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{run.algo.name}",
                initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not rank0)
     for iteration in bar:
         iteration_start = time.monotonic()
-        # 2. How many of the update's groups are real and how many imagined: all real until the
-        #    gate opens; then a fully imagined warm-up if asked, then the (scheduled) ratio, with
-        #    fractional real groups carried over so the long-run share is the configured one.
-        n_real, n_imagined = trainer.groups_per_iteration, 0
-        if world_model is not None and gate.is_open:
-            if warmup_left > 0:
-                n_real, n_imagined, warmup_left = 0, trainer.groups_per_iteration, warmup_left - 1
-            else:
-                ratio = scheduled_ratio(imagination.ratio, imagination.ratio_end, iteration, trainer.iterations)
-                n_real, n_imagined, real_credit = split_groups(trainer.groups_per_iteration, ratio, real_credit)
-
-        # 3. Collect real rollouts on training tasks; groups share their start state. Every env
-        #    step counts, also those of groups that dynamic sampling drops. Each process plays its
-        #    share of the groups (ids counted from 0), then all gather the iteration's episodes.
-        local = Collection(collected=[], kept=[], faults=[], groups_used=0, trajectories_used=0, rounds=0)
-        my_groups = shard(n_real, ranks, rank)
-
-        def sample(round_index: int, iteration: int = iteration, local: Collection = local,
-                   my_groups: range = my_groups, n_real: int = n_real):
-            seeds = task_seeds("train", n_real, "train", iteration, round_index)
-            failures: list[EnvFailure] = []  # episodes whose env raised (trainer.on_env_error=skip)
-            trajectories = collect(
-                policy, run.env.name, env_kwargs=env_kwargs, group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False,
-                group_seeds=[seeds[g] for g in my_groups],
-                first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
-                on_env_error=failures.append if trainer.on_env_error == "skip" else None,
-            )
-            local.groups_used += len(my_groups)
-            local.trajectories_used += len(trajectories) + len(failures)  # a failed episode's id stays used
-            local.faults.extend(failures)
-            for trajectory in trajectories:
-                trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
-            local.collected.extend(trajectories)
-            return trajectories
-
-        if not my_groups:
-            local.kept, local.rounds = [], 0
-        elif algo.dynamic_sampling:
-            local.kept, local.rounds = fill_with_informative_groups(sample, len(my_groups),
-                                                                    max_rounds=1 + algo.max_resample_rounds)
-        else:
-            local.kept, local.rounds = sample(0), 1
-        gathered = gather_collection(fabric, local, first_group=next_ids["group"],
-                                     first_trajectory=next_ids["trajectory"], relabelled=algo.dynamic_sampling)
-        next_ids["group"] += gathered.groups_used
-        next_ids["trajectory"] += gathered.trajectories_used
-        collected, trajectories, rounds = gathered.collected, gathered.kept, gathered.rounds
-        for fault in gathered.faults if rank0 else []:
-            log_fault(logger, run_dir, "faults/env_error", f"iteration {iteration}: {fault}",
-                      real_env_steps=real_env_steps)
-        if collected and rank0:
-            store.append(collected)
-        rollout = summarise(collected)  # what the policy achieved, dropped groups included
-        real_env_steps += rollout.env_steps
+        n_real, n_imagined = plan_groups(parts, progress, iteration)
+        real, rollout = collect_real(parts, progress, iteration, n_real)
         collect_s = time.monotonic() - iteration_start
-
-        # 4. Model-based: score the world model on the new real episodes (held out: it has not been
-        #    fitted on them), open or close the gate, refit on the store's newest real episodes, and
-        #    imagine the update's other groups from recent real states.
-        model_metrics: dict[str, float] = {}
-        imagined = ImaginedGroups([], [], [])
-        if world_model is not None:
-            model_start = time.monotonic()
-            recent.extend(collected)
-            if rank0:  # rank 0 scores and refits on its store; the other ranks take its weights and gate
-                model_metrics = refit_and_gate(world_model, gate, store, collected, imagination, iteration,
-                                               first_fit=not world_model_fitted,
-                                               fit_seed=derive_seed(run.seed, "world-model-fit", iteration),
-                                               log=lambda text, steps=real_env_steps: logger.log_text(
-                                                   "imagination/gate", text, real_env_steps=steps))
-            model_metrics, gate.is_open = broadcast_json(fabric, [model_metrics, gate.is_open])
-            broadcast_module_(fabric, world_model)
-            world_model_fitted = True
-            if n_imagined and gate.is_open:
-                if imagination.mode == "value_expansion":  # continue this update's real turns, same episode budget
-                    branches, group_size = plan_expansion(expansion_branches(trajectories),
-                                                          n_imagined * trainer.group_size, branch_rng)
-                else:
-                    branches, group_size = sample_branch_points(
-                        list(recent), n_imagined, start_share=imagination.start_share, rng=branch_rng), trainer.group_size
-                imagined = imagine_groups(  # this process's share of the branches; ids counted from 0
-                    policy, world_model, run.env.name, env_kwargs,
-                    [branches[b] for b in shard(len(branches), ranks, rank)], group_size=group_size,
-                    config=imagination, seed=rank_seed(derive_seed(run.seed, "dream", iteration), rank),
-                    max_turns=trainer.max_turns,
-                )
-                imagined = gather_imagined(fabric, imagined, branches, first_group=next_ids["group"],
-                                           first_trajectory=next_ids["trajectory"])
-                next_ids["group"] += len(imagined.groups)
-                next_ids["trajectory"] += len(imagined.trajectories)
-                for trajectory in imagined.trajectories:
-                    trajectory.iteration, trajectory.policy_version = iteration, learner.num_updates
-            imagined_groups_total += len(imagined.groups)
-            groups_total += len(imagined.groups) + len({t.group_id for t in trajectories})
-            model_metrics.update(imagination_metrics(imagined, len(trajectories),
-                                                     imagined_groups_total, groups_total, gate))
-            model_metrics["time/model_s"] = time.monotonic() - model_start
-
+        model_metrics, imagined = model_based_step(parts, progress, iteration, real, n_imagined)
         update_start = time.monotonic()
-        stats = {}
-        # Imagined rows weigh imagined_weight; with value_expansion they stay out and only shape the critic's targets.
-        trajectories, weights = policy_batch(trajectories, imagined.trajectories, mode=imagination.mode,
-                                             imagined_weight=imagination.imagined_weight)
-        if trajectories:  # empty only when dynamic sampling found no informative group
-            # 5. Advantages: one row per sampled turn, trained on exactly the sampled ids.
-            batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id, weights=weights)
-            rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
-            value = None
-            if counterfactual is not None:
-                batch, advantages, counterfactual_metrics = counterfactual.advantages(
-                    policy, batch, iteration=iteration, gate_open=gate.is_open)
-                model_metrics.update(counterfactual_metrics)
-                if counterfactual.critic is not None:  # fitted alike on every rank; rank 0's weights rule
-                    broadcast_module_(fabric, counterfactual.critic)
-                real_env_steps += int(counterfactual_metrics.get("oracle/env_steps", 0))  # the oracle's branches
-            elif critic is None:
-                advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
-            else:
-                advantages, value = critic_advantages(algo, learner, policy, batch, rows)
-                if imagination.mode == "value_expansion" and imagined.trajectories:  # MVE targets on real rows
-                    value = dataclasses.replace(value, returns=expanded_returns(
-                        value.returns, batch.row_keys, batch.trajectories, imagined, gamma=algo.gamma,
-                        invalid_action_penalty=algo.invalid_action_penalty,
-                        end_values=lambda states: learner.critic_values(policy.state_prompts(states), CHUNK_ROWS).cpu()))
-
-            # 6. Clipped policy update. Old log-probs: those recorded while sampling (every row of the batch,
-            #    real or imagined, was sampled by this policy since its last update), or recomputed by the
-            #    learner's own Fabric module (algo.ppo.old_logp).
-            old_logp = batch.sampling_logp if algo.ppo.old_logp == "sampling" else None
-            tokens, weights = batch.tokens, batch.weights
-            mine = rows_of_rank(fabric, len(batch))  # data-parallel: each process trains on its share of the rows
-            if mine is not None:
-                tokens, advantages, weights, value = tokens.index(mine), advantages[mine], weights[mine], value_rows(
-                    value, mine)
-                old_logp = None if old_logp is None else old_logp[mine]
-            stats = learner.update(tokens, advantages, old_logp=old_logp, weights=weights, value=value)
-            check_replicas_agree(fabric, policy.model, iteration)
-            if stats.get("losses/nonfinite_steps"):
-                log_fault(logger, run_dir, "faults/nonfinite", f"iteration {iteration}: "
-                          f"{stats['losses/nonfinite_steps']:.0f} optimizer steps had a non-finite loss or gradient "
-                          "and were skipped", real_env_steps=real_env_steps)
+        trajectories, update_metrics = update_policy(parts, progress, iteration, real.kept, imagined)
         update_s = time.monotonic() - update_start
-
-        # 7. Log against real env steps.
         metrics = {
-            "charts/success_rate": rollout.success_rate,
-            "charts/episodic_return": rollout.episodic_return,
-            "charts/episode_length": rollout.episode_length,
-            "charts/invalid_action_rate": rollout.invalid_action_rate,
-            "charts/truncated_rate": sum(t.truncated for t in collected) / max(len(collected), 1),
-            "charts/collection_rounds": rounds,
-            "charts/elapsed_s": time.monotonic() - start,
+            **rollout_metrics(rollout, real),
+            "charts/elapsed_s": time.monotonic() - progress.start,
             "time/collect_s": collect_s,
             "time/update_s": update_s,
             **model_metrics,
-            **stats,
+            **update_metrics,
         }
-        if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
-            metrics.update(evaluate_policy())
-        if iteration % trainer.transcripts_every == 0 and trajectories:
-            logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=real_env_steps)
-        logger.log(metrics, real_env_steps=real_env_steps, iteration=iteration)
-        history.append({"iteration": iteration, "charts/real_env_steps": real_env_steps, **metrics})
-        bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=real_env_steps)
-        out_of_time = trainer.time_budget_s is not None and time.monotonic() - start > trainer.time_budget_s
-        out_of_steps = trainer.max_env_steps is not None and real_env_steps >= trainer.max_env_steps
-        stop = any_rank(fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
-        if stop and "eval/success_rate" not in metrics:
-            final = evaluate_policy()
-            logger.log(final, real_env_steps=real_env_steps, iteration=iteration)
-            history[-1].update(final)
-        if rank0 and trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
-            save_run_checkpoint(iteration, stopped=stop)
-        if stop:
+        log_iteration(parts, progress, iteration, metrics, trajectories)
+        bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=progress.real_env_steps)
+        if end_iteration(parts, progress, iteration, evaluated="eval/success_rate" in metrics):
             break
+    return finish(parts, progress)
 
-    logger.close()
-    if rank0:
-        save_policy(policy, run_dir / "policy")
-        if critic is not None:  # safetensors + config.json, loadable without the training stack
-            critic.save_pretrained(run_dir / "critic")
-        if world_model is not None:
-            world_model.save_pretrained(run_dir / "world_model")
-    summary = {
-        "env": run.env.name, "algo": algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
-        "real_env_steps": real_env_steps, "warm_start_env_steps": warm_start_env_steps, "initial_success": history[0]["eval/success_rate"],
-        "final_success": history[-1].get("eval/success_rate"), "wall_s": time.monotonic() - start,
+
+def check_loop_options(run: Resolved) -> None:
+    """Refuse, before anything is built, the combinations the loop cannot serve."""
+    algo, trainer = run.algo, run.trainer
+    check_value_expansion(run.imagination.mode, run.imagination.enabled, algo.name, algo.value_level,
+                          run.imagination.warmup_iterations)
+    if algo.ppo.old_logp == "sampling" and trainer.precision not in FULL_PRECISION:
+        raise ValueError(f"algo.ppo.old_logp=sampling needs full precision (trainer.precision one of {FULL_PRECISION}), "
+                         f"got trainer.precision={trainer.precision}: sampling runs outside the learner's autocast, so "
+                         "its log-probs are not the learner's; set algo.ppo.old_logp=recompute")
+
+
+def build_model_based(
+    run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str]
+) -> tuple[WorldModel | None, CounterfactualGiGPO | None]:
+    """The world model, built only when the run imagines (ratio 0 is the model-free run, untouched) or
+    its algorithm needs one; and the step groups of ``counterfactual_gigpo`` (imagined at every real
+    step) or ``real_branch_gigpo`` (the same groups played in the real env)."""
+    algo = run.algo
+    world_model = None
+    if run.imagination.enabled or algo.name == "counterfactual_gigpo":
+        world_model = build_world_model(run.world_model, run.env.name, env_kwargs, vocabulary,
+                                        seed=derive_seed(run.seed, "world-model-init"))
+    counterfactual = None
+    brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
+    if algo.name == "real_branch_gigpo":
+        brancher = RealEnvBrancher(run.env.name, env_kwargs, algo, max_turns=run.trainer.max_turns,
+                                   observation_words=run.critic.latent_max_observation_words,
+                                   action_words=run.critic.latent_max_action_words)
+    if algo.name in ("counterfactual_gigpo", "real_branch_gigpo"):
+        counterfactual = CounterfactualGiGPO(algo, run.imagination, world_model, run.env.name, env_kwargs,
+                                             brancher=brancher, critic_options=run.critic.latent_kwargs(),
+                                             max_turns=run.trainer.max_turns,
+                                             seed=derive_seed(run.seed, "counterfactual"))
+    return world_model, counterfactual
+
+
+def build_learner(
+    fabric: Fabric, run: Resolved, policy: LMPolicy, critic: torch.nn.Module | None
+) -> tuple[PPOLearner, torch.nn.Module | None]:
+    """The PPO learner and the reference policy of its optional KL penalty: the policy RL starts from,
+    so it is built after the warm start."""
+    ref_model = copy.deepcopy(policy.model).eval() if run.algo.ppo.kl_coef > 0 else None
+    # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
+    # and its state dict is the original's); sampling and save_policy read the eager policy.model.
+    update_model = torch.compile(policy.model, dynamic=True) if run.trainer.compile else policy.model
+    learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
+                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates)
+    return learner, ref_model
+
+
+def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int, *tags: object) -> list[int]:
+    """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
+    return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
+
+
+def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> list[Trajectory]:
+    """1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
+    Returns the expert demonstrations, whose env steps are reported apart from the RL x-axis."""
+    ws, max_turns = run.trainer.warm_start, run.trainer.max_turns
+    experts = expert_trajectories(run.env.name, seeds=task_seeds(run, env_kwargs, "train", ws.expert_episodes, "expert"),
+                                  env_kwargs=env_kwargs, max_turns=max_turns)
+    clone_eval_seeds = task_seeds(run, env_kwargs, "train", ws.eval_episodes, "clone-eval")
+    behaviour_clone(
+        policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
+        stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=progress,
+        evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
+                                    env_kwargs, seeds=clone_eval_seeds, max_turns=max_turns).success_rate,
+    )
+    return experts
+
+
+def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> None:
+    """The expert demonstrations are real episodes (their steps are reported apart): the world model
+    starts from them, and the gate reads its first score on a held-out tenth."""
+    imagination, world_model = parts.run.imagination, parts.world_model
+    experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
+    progress.next_ids = {"group": len(experts), "trajectory": len(experts)}
+    progress.recent.extend(experts)
+    held_out = experts[: max(1, len(experts) // 10)]
+    if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
+        parts.store.append(experts)
+        fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
+                        batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+                        seed=derive_seed(parts.run.seed, "world-model-fit", 0))
+        gate_change = progress.gate.update(one_step_accuracy(world_model, held_out).exact_match)
+        parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
+    progress.world_model_fitted = True
+    broadcast_module_(parts.fabric, world_model)
+    progress.gate.is_open = broadcast_json(parts.fabric, progress.gate.is_open)
+
+
+def evaluate_policy(parts: RunParts) -> dict[str, float]:
+    """The ``eval/*`` figures on the run's held-out tasks."""
+    # Its own sampling stream: evaluating more or less often never changes training. Rank 0 plays every
+    # episode and shares the figures, so the number does not depend on the number of processes.
+    if not parts.rank0:
+        return broadcast_json(parts.fabric, None)
+    run = parts.run
+    result = evaluate(parts.policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name, parts.env_kwargs,
+                      seeds=parts.eval_seeds, max_turns=run.trainer.max_turns)
+    return broadcast_json(parts.fabric, result.as_metrics("eval"))
+
+
+def checkpointed_state(
+    parts: RunParts, progress: LoopProgress
+) -> tuple[dict[str, torch.nn.Module | None], dict[str, torch.Generator], dict[str, random.Random]]:
+    """Everything a checkpoint holds besides the counters and the learner: weights and RNG streams."""
+    counterfactual = parts.counterfactual
+    modules = {"world_model": parts.world_model, "ref_model": parts.ref_model,
+               "counterfactual_critic": counterfactual.critic if counterfactual is not None else None}
+    return modules, {"sampling": parts.policy.generator}, {"branch_points": progress.branch_rng}
+
+
+def save_run_checkpoint(parts: RunParts, progress: LoopProgress, iteration: int, stopped: bool) -> None:
+    """Everything the loop needs to go on after ``iteration``; also a policy folder to evaluate."""
+    counterfactual = parts.counterfactual
+    loop = progress.loop_state(iteration, stopped=stopped, metrics_lines=count_lines(parts.logger.jsonl_path),
+                               store_trajectories=len(parts.store),
+                               counterfactual_recent=None if counterfactual is None else counterfactual.recent)
+    modules, generators, randoms = checkpointed_state(parts, progress)
+    state = {"learner": parts.learner.state_dict(), "rng": capture_rng(generators, randoms),
+             **{name: None if module is None else module.state_dict() for name, module in modules.items()}}
+    save_checkpoint(parts.run_dir / CHECKPOINTS, Checkpoint(config_record(parts.run), loop, state),
+                    write_extra=lambda folder: save_policy(parts.policy, folder))
+
+
+def start_or_resume(parts: RunParts, progress: LoopProgress, checkpoint: Checkpoint | None) -> int:
+    """Start the clock and return the first iteration to run: 1 after logging the starting policy's
+    evaluation, or, resumed, the one after the checkpoint's with every counter, weight and RNG stream
+    as they were after it."""
+    progress.start = time.monotonic()
+    if checkpoint is None:
+        metrics = evaluate_policy(parts)
+        parts.logger.log(metrics, real_env_steps=0, iteration=0)
+        progress.history = [{"iteration": 0, "charts/real_env_steps": 0, **metrics}]
+        return 1
+    loop, saved = checkpoint.loop, checkpoint.state
+    progress.restore(loop, parts.store)
+    if parts.counterfactual is not None:  # its critic's data
+        parts.counterfactual.recent.extend(trajectories_by_id(parts.store, loop.imagination["counterfactual_recent_ids"]))
+    parts.learner.load_state_dict(saved["learner"])
+    modules, generators, randoms = checkpointed_state(parts, progress)
+    for name, module in modules.items():
+        if module is not None:
+            module.load_state_dict(saved[name])
+    restore_rng(saved["rng"], generators, randoms)
+    return parts.run.trainer.iterations + 1 if loop.stopped else loop.iteration + 1
+
+
+def plan_groups(parts: RunParts, progress: LoopProgress, iteration: int) -> tuple[int, int]:
+    """2. How many of the update's groups are real and how many imagined: all real until the gate
+    opens; then a fully imagined warm-up if asked, then the (scheduled) ratio, with fractional real
+    groups carried over so the long-run share is the configured one."""
+    trainer, imagination = parts.run.trainer, parts.run.imagination
+    n_real, n_imagined = trainer.groups_per_iteration, 0
+    if parts.world_model is not None and progress.gate.is_open:
+        if progress.warmup_left > 0:
+            n_real, n_imagined, progress.warmup_left = 0, trainer.groups_per_iteration, progress.warmup_left - 1
+        else:
+            ratio = scheduled_ratio(imagination.ratio, imagination.ratio_end, iteration, trainer.iterations)
+            n_real, n_imagined, progress.real_credit = split_groups(trainer.groups_per_iteration, ratio,
+                                                                    progress.real_credit)
+    return n_real, n_imagined
+
+
+def collect_real(
+    parts: RunParts, progress: LoopProgress, iteration: int, n_real: int
+) -> tuple[Collection, Evaluation]:
+    """3. Collect real rollouts on training tasks; groups share their start state. Every env step
+    counts, also those of groups that dynamic sampling drops. Each process plays its share of the
+    groups (ids counted from 0), then all gather the iteration's episodes. Returns them and what the
+    policy achieved on them."""
+    run, trainer, algo, fabric = parts.run, parts.run.trainer, parts.run.algo, parts.fabric
+    local = Collection(collected=[], kept=[], faults=[], groups_used=0, trajectories_used=0, rounds=0)
+    my_groups = shard(n_real, fabric.world_size, fabric.global_rank)
+
+    def sample(round_index: int) -> list[Trajectory]:
+        seeds = task_seeds(run, parts.env_kwargs, "train", n_real, "train", iteration, round_index)
+        failures: list[EnvFailure] = []  # episodes whose env raised (trainer.on_env_error=skip)
+        trajectories = collect(
+            parts.policy, run.env.name, env_kwargs=parts.env_kwargs, group_size=trainer.group_size,
+            max_turns=trainer.max_turns, progress=False, group_seeds=[seeds[g] for g in my_groups],
+            first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
+            on_env_error=failures.append if trainer.on_env_error == "skip" else None,
+        )
+        local.groups_used += len(my_groups)
+        local.trajectories_used += len(trajectories) + len(failures)  # a failed episode's id stays used
+        local.faults.extend(failures)
+        for trajectory in trajectories:
+            trajectory.iteration, trajectory.policy_version = iteration, parts.learner.num_updates
+        local.collected.extend(trajectories)
+        return trajectories
+
+    if not my_groups:
+        local.kept, local.rounds = [], 0
+    elif algo.dynamic_sampling:
+        local.kept, local.rounds = fill_with_informative_groups(sample, len(my_groups),
+                                                                max_rounds=1 + algo.max_resample_rounds)
+    else:
+        local.kept, local.rounds = sample(0), 1
+    gathered = gather_collection(fabric, local, first_group=progress.next_ids["group"],
+                                 first_trajectory=progress.next_ids["trajectory"], relabelled=algo.dynamic_sampling)
+    progress.take_ids(gathered.groups_used, gathered.trajectories_used)
+    for fault in gathered.faults if parts.rank0 else []:
+        log_fault(parts.logger, parts.run_dir, "faults/env_error", f"iteration {iteration}: {fault}",
+                  real_env_steps=progress.real_env_steps)
+    if gathered.collected and parts.rank0:
+        parts.store.append(gathered.collected)
+    rollout = summarise(gathered.collected)  # what the policy achieved, dropped groups included
+    progress.real_env_steps += rollout.env_steps
+    return gathered, rollout
+
+
+def model_based_step(
+    parts: RunParts, progress: LoopProgress, iteration: int, real: Collection, n_imagined: int
+) -> tuple[dict[str, float], ImaginedGroups]:
+    """4. Model-based: score the world model on the new real episodes (held out: it has not been
+    fitted on them), open or close the gate, refit on the store's newest real episodes, and imagine
+    the update's other groups from recent real states. Nothing without a world model."""
+    model_metrics: dict[str, float] = {}
+    imagined = ImaginedGroups([], [], [])
+    world_model, fabric, gate = parts.world_model, parts.fabric, progress.gate
+    if world_model is None:
+        return model_metrics, imagined
+    model_start = time.monotonic()
+    progress.recent.extend(real.collected)
+    if parts.rank0:  # rank 0 scores and refits on its store; the other ranks take its weights and gate
+        model_metrics = refit_and_gate(world_model, gate, parts.store, real.collected, parts.run.imagination, iteration,
+                                       first_fit=not progress.world_model_fitted,
+                                       fit_seed=derive_seed(parts.run.seed, "world-model-fit", iteration),
+                                       log=lambda text, steps=progress.real_env_steps: parts.logger.log_text(
+                                           "imagination/gate", text, real_env_steps=steps))
+    model_metrics, gate.is_open = broadcast_json(fabric, [model_metrics, gate.is_open])
+    broadcast_module_(fabric, world_model)
+    progress.world_model_fitted = True
+    if n_imagined and gate.is_open:
+        imagined = imagine(parts, progress, iteration, real.kept, n_imagined)
+    progress.imagined_groups_total += len(imagined.groups)
+    progress.groups_total += len(imagined.groups) + len({t.group_id for t in real.kept})
+    model_metrics.update(imagination_metrics(imagined, len(real.kept), progress.imagined_groups_total,
+                                             progress.groups_total, gate))
+    model_metrics["time/model_s"] = time.monotonic() - model_start
+    return model_metrics, imagined
+
+
+def imagine(
+    parts: RunParts, progress: LoopProgress, iteration: int, kept: list[Trajectory], n_imagined: int
+) -> ImaginedGroups:
+    """``n_imagined`` groups' worth of imagined episodes, ids taken after every id used so far."""
+    run, fabric = parts.run, parts.fabric
+    imagination, group_size = run.imagination, run.trainer.group_size
+    if imagination.mode == "value_expansion":  # continue this update's real turns, same episode budget
+        branches, group_size = plan_expansion(expansion_branches(kept), n_imagined * group_size, progress.branch_rng)
+    else:
+        branches = sample_branch_points(list(progress.recent), n_imagined, start_share=imagination.start_share,
+                                        rng=progress.branch_rng)
+    imagined = imagine_groups(  # this process's share of the branches; ids counted from 0
+        parts.policy, parts.world_model, run.env.name, parts.env_kwargs,
+        [branches[b] for b in shard(len(branches), fabric.world_size, fabric.global_rank)], group_size=group_size,
+        config=imagination, seed=rank_seed(derive_seed(run.seed, "dream", iteration), fabric.global_rank),
+        max_turns=run.trainer.max_turns,
+    )
+    imagined = gather_imagined(fabric, imagined, branches, first_group=progress.next_ids["group"],
+                               first_trajectory=progress.next_ids["trajectory"])
+    progress.take_ids(len(imagined.groups), len(imagined.trajectories))
+    for trajectory in imagined.trajectories:
+        trajectory.iteration, trajectory.policy_version = iteration, parts.learner.num_updates
+    return imagined
+
+
+def update_policy(
+    parts: RunParts, progress: LoopProgress, iteration: int, kept: list[Trajectory], imagined: ImaginedGroups
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """Advantages and a clipped update on the kept real and the imagined episodes. Returns the
+    episodes the update trained on, and its figures (an algorithm's own first, then the learner's)."""
+    imagination = parts.run.imagination
+    # Imagined rows weigh imagined_weight; with value_expansion they stay out and only shape the critic's targets.
+    trajectories, weights = policy_batch(kept, imagined.trajectories, mode=imagination.mode,
+                                         imagined_weight=imagination.imagined_weight)
+    if not trajectories:  # empty only when dynamic sampling found no informative group
+        return trajectories, {}
+    batch, advantages, value, advantage_metrics = estimate_advantages(parts, progress, iteration, trajectories,
+                                                                      weights, imagined)
+    stats = clipped_update(parts, progress, iteration, batch, advantages, value)
+    return trajectories, {**advantage_metrics, **stats}
+
+
+def estimate_advantages(
+    parts: RunParts, progress: LoopProgress, iteration: int, trajectories: list[Trajectory], weights: list[float],
+    imagined: ImaginedGroups,
+) -> tuple[RolloutBatch, torch.Tensor, ValueTargets | None, dict[str, float]]:
+    """5. Advantages: one row per sampled turn, trained on exactly the sampled ids. Returns the batch
+    (the counterfactual algorithms may add rows), its token advantages, the critic's targets (None
+    without a critic) and the counterfactual algorithms' figures."""
+    algo, policy, learner, counterfactual = parts.run.algo, parts.policy, parts.learner, parts.counterfactual
+    batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id, weights=weights)
+    rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
+    value, counterfactual_metrics = None, {}
+    if counterfactual is not None:
+        batch, advantages, counterfactual_metrics = counterfactual.advantages(
+            policy, batch, iteration=iteration, gate_open=progress.gate.is_open)
+        if counterfactual.critic is not None:  # fitted alike on every rank; rank 0's weights rule
+            broadcast_module_(parts.fabric, counterfactual.critic)
+        progress.real_env_steps += int(counterfactual_metrics.get("oracle/env_steps", 0))  # the oracle's branches
+    elif parts.critic is None:
+        advantages = group_baseline_token_advantages(algo, rows, batch.tokens.response_mask)
+    else:
+        advantages, value = critic_advantages(algo, learner, policy, batch, rows)
+        if parts.run.imagination.mode == "value_expansion" and imagined.trajectories:  # MVE targets on real rows
+            value = dataclasses.replace(value, returns=expanded_returns(
+                value.returns, batch.row_keys, batch.trajectories, imagined, gamma=algo.gamma,
+                invalid_action_penalty=algo.invalid_action_penalty,
+                end_values=lambda states: learner.critic_values(policy.state_prompts(states), CHUNK_ROWS).cpu()))
+    return batch, advantages, value, counterfactual_metrics
+
+
+def clipped_update(
+    parts: RunParts, progress: LoopProgress, iteration: int, batch: RolloutBatch, advantages: torch.Tensor,
+    value: ValueTargets | None,
+) -> dict[str, float]:
+    """6. Clipped policy update. Old log-probs: those recorded while sampling (every row of the batch,
+    real or imagined, was sampled by this policy since its last update), or recomputed by the
+    learner's own Fabric module (algo.ppo.old_logp)."""
+    fabric = parts.fabric
+    old_logp = batch.sampling_logp if parts.run.algo.ppo.old_logp == "sampling" else None
+    tokens, weights = batch.tokens, batch.weights
+    mine = rows_of_rank(fabric, len(batch))  # data-parallel: each process trains on its share of the rows
+    if mine is not None:
+        tokens, advantages, weights, value = tokens.index(mine), advantages[mine], weights[mine], value_rows(value, mine)
+        old_logp = None if old_logp is None else old_logp[mine]
+    stats = parts.learner.update(tokens, advantages, old_logp=old_logp, weights=weights, value=value)
+    check_replicas_agree(fabric, parts.policy.model, iteration)
+    if stats.get("losses/nonfinite_steps"):
+        log_fault(parts.logger, parts.run_dir, "faults/nonfinite", f"iteration {iteration}: "
+                  f"{stats['losses/nonfinite_steps']:.0f} optimizer steps had a non-finite loss or gradient "
+                  "and were skipped", real_env_steps=progress.real_env_steps)
+    return stats
+
+
+def rollout_metrics(rollout: Evaluation, real: Collection) -> dict[str, float]:
+    """The ``charts/*`` figures of an iteration's real episodes (the groups dynamic sampling dropped included)."""
+    return {
+        "charts/success_rate": rollout.success_rate,
+        "charts/episodic_return": rollout.episodic_return,
+        "charts/episode_length": rollout.episode_length,
+        "charts/invalid_action_rate": rollout.invalid_action_rate,
+        "charts/truncated_rate": sum(t.truncated for t in real.collected) / max(len(real.collected), 1),
+        "charts/collection_rounds": real.rounds,
     }
-    if world_model is not None:
+
+
+def log_iteration(
+    parts: RunParts, progress: LoopProgress, iteration: int, metrics: dict[str, float], trajectories: list[Trajectory]
+) -> None:
+    """7. Log against real env steps, with an evaluation when one is due and now and then a
+    transcript of the update's first episode."""
+    trainer, logger = parts.run.trainer, parts.logger
+    if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
+        metrics.update(evaluate_policy(parts))
+    if iteration % trainer.transcripts_every == 0 and trajectories:
+        logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=progress.real_env_steps)
+    logger.log(metrics, real_env_steps=progress.real_env_steps, iteration=iteration)
+    progress.history.append({"iteration": iteration, "charts/real_env_steps": progress.real_env_steps, **metrics})
+
+
+def end_iteration(parts: RunParts, progress: LoopProgress, iteration: int, *, evaluated: bool) -> bool:
+    """Whether to stop here (out of time or real steps), evaluating first if ``iteration`` was not;
+    a checkpoint when one is due. Returns True to stop."""
+    trainer = parts.run.trainer
+    out_of_time = trainer.time_budget_s is not None and time.monotonic() - progress.start > trainer.time_budget_s
+    out_of_steps = trainer.max_env_steps is not None and progress.real_env_steps >= trainer.max_env_steps
+    stop = any_rank(parts.fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
+    if stop and not evaluated:
+        final = evaluate_policy(parts)
+        parts.logger.log(final, real_env_steps=progress.real_env_steps, iteration=iteration)
+        progress.history[-1].update(final)
+    if parts.rank0 and trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
+        save_run_checkpoint(parts, progress, iteration, stopped=stop)
+    return stop
+
+
+def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
+    """Save the final models (rank 0) and return the run's summary, also written to ``summary.json``."""
+    run, history = parts.run, progress.history
+    parts.logger.close()
+    if parts.rank0:
+        save_policy(parts.policy, parts.run_dir / "policy")
+        if parts.critic is not None:  # safetensors + config.json, loadable without the training stack
+            parts.critic.save_pretrained(parts.run_dir / "critic")
+        if parts.world_model is not None:
+            parts.world_model.save_pretrained(parts.run_dir / "world_model")
+    summary = {
+        "env": run.env.name, "algo": run.algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
+        "real_env_steps": progress.real_env_steps, "warm_start_env_steps": progress.warm_start_env_steps,
+        "initial_success": history[0]["eval/success_rate"], "final_success": history[-1].get("eval/success_rate"),
+        "wall_s": time.monotonic() - progress.start,
+    }
+    if parts.world_model is not None:
         summary["imagination"] = imagination_summary(history)
-        if rank0:
+        if parts.rank0:
             print(format_imagination_summary(summary["imagination"]))
-    if rank0:
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if parts.rank0:
+        (parts.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
