@@ -58,7 +58,7 @@ import re
 import shutil
 import uuid
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -246,13 +246,31 @@ class TrajectoryStore:
     def filter(self, *, source: str | None = None, env_name: str | None = None) -> list[Trajectory]:
         """The trajectories whose ``source`` and ``env_name`` match (``None`` matches anything)."""
         ds = self.dataset()
-        keep = [
-            i
-            for i, (src, env) in enumerate(zip(ds["source"], ds["env_name"], strict=True))
-            if (source is None or src == source) and (env_name is None or env == env_name)
-        ]
         # select() builds an index mapping in memory: no cache file lands in the store folder.
-        return [record_to_trajectory(row) for row in ds.select(keep)]
+        return [record_to_trajectory(row) for row in ds.select(_matching_rows(ds, source, env_name))]
+
+    def newest(
+        self, count: int, *, source: str | None = None, env_name: str | None = None,
+        where: Callable[[Trajectory], bool] | None = None,
+    ) -> list[Trajectory]:
+        """The last ``count`` trajectories (append order) that ``filter`` and ``where`` would keep.
+
+        Equal to ``[t for t in self.filter(...) if where(t)][-count:]``, but only the rows near the
+        end are decoded: a training loop that refits on its newest data every iteration would
+        otherwise decode the whole, ever-growing store each time.
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be an integer >= 1, got {count!r}")
+        ds = self.dataset()
+        rows = _matching_rows(ds, source, env_name)
+        found: list[Trajectory] = []
+        end = len(rows)
+        while end > 0 and len(found) < count:  # decode backwards, one chunk of the missing size at a time
+            start = max(0, end - (count - len(found)))
+            chunk = [record_to_trajectory(row) for row in ds.select(rows[start:end])]
+            found = [t for t in chunk if where is None or where(t)] + found
+            end = start
+        return found[-count:]
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -341,6 +359,15 @@ class TrajectoryStore:
                     shutil.rmtree(target)
                 else:
                     target.unlink()
+
+
+def _matching_rows(ds: Dataset, source: str | None, env_name: str | None) -> list[int]:
+    """Row indices whose ``source`` and ``env_name`` match; reads those two columns only."""
+    return [
+        i
+        for i, (src, env) in enumerate(zip(ds["source"], ds["env_name"], strict=True))
+        if (source is None or src == source) and (env_name is None or env == env_name)
+    ]
 
 
 def _shard_number(name: str) -> int:

@@ -191,9 +191,10 @@ def refit_on_store(
     """
     if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
         raise ValueError(f"last must be an integer >= 1 or None, got {last!r}")
-    trajectories = trainable(store.filter(source="real", env_name=env_name))
-    if last is not None:
-        trajectories = trajectories[-last:]
+    if last is None:
+        trajectories = trainable(store.filter(source="real", env_name=env_name))
+    else:  # decodes only the newest rows, not the whole store
+        trajectories = store.newest(last, source="real", env_name=env_name, where=lambda t: bool(trainable([t])))
     metrics = fit_world_model(trajectories, [], model, max_steps=steps, batch_size=batch_size, lr=lr,
                               weight_decay=weight_decay, seed=seed, score_train=False)
     metrics["trajectories"] = len(trajectories)

@@ -156,6 +156,31 @@ def test_append_keeps_earlier_data_and_never_rewrites_it(tmp_path: Path) -> None
     assert store.filter(env_name="other") == []
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kinds=st.lists(st.tuples(st.sampled_from(["real", "imagined"]), st.integers(0, 2)), max_size=12),
+    appends=st.integers(1, 3), count=st.integers(1, 14),
+)
+def test_newest_equals_filtering_everything_then_taking_the_tail(
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[tuple[str, int]], appends: int, count: int
+) -> None:
+    # Brute-force reference: decode every row, keep the matches, take the last ``count``.
+    store = TrajectoryStore(tmp_path_factory.mktemp("newest") / "s")
+    trajectories = [make_traj(i, source=source, n_turns=n_turns) for i, (source, n_turns) in enumerate(kinds)]
+    for part in range(appends):  # several shards, so the tail can span shard boundaries
+        store.append(trajectories[part::appends])
+    played = lambda t: t.num_turns > t.branch_turn  # noqa: E731 - the world model's "trainable" rule
+    everything = store.filter(source="real")
+    assert store.newest(count, source="real", where=played) == [t for t in everything if played(t)][-count:]
+    assert store.newest(count, source="real") == everything[-count:]
+    assert store.newest(count, env_name="other") == []
+
+
+def test_newest_refuses_a_count_below_one(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="count must be an integer >= 1"):
+        TrajectoryStore(tmp_path / "s").newest(0)
+
+
 def test_empty_or_missing_folder_is_an_empty_store(tmp_path: Path) -> None:
     for path in (tmp_path / "missing", tmp_path):
         store = TrajectoryStore(path)
