@@ -34,13 +34,16 @@ class NoRunsError(ValueError):
 
 def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None = None,
                  target: float = DEFAULT_TARGET, *, name: str = "report",
-                 ignore: Iterable[str] = (SEED_KEY,), echo: bool = False) -> tuple[Path, Path]:
+                 ignore: Iterable[str] = (SEED_KEY,), echo: bool = False, at: Sequence[float] = (),
+                 max_steps: float | None = None) -> tuple[Path, Path]:
     """Write ``<out_dir>/<name>.png`` and ``<out_dir>/<name>.md`` and return their paths.
 
     ``source`` is a folder (every run at or below it) or runs from ``load_runs``; ``out_dir`` defaults
     to the folder and is required with a list. ``ignore`` are the override keys that do not make a
     configuration (the seed, plus e.g. a time budget). ``echo`` prints the summary table and the two
-    paths. Raises NoRunsError when there is no run."""
+    paths. ``at``: budgets of real env steps, each a column of the seeds' success after it (for runs of
+    different lengths, compared at equal cost); ``max_steps`` ends the figure's x-axis. Raises
+    NoRunsError when there is no run."""
     if isinstance(source, (str, Path)):
         root = Path(source)
         runs = load_runs(root)
@@ -58,12 +61,14 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
         out = Path(out_dir)
     if not 0.0 <= target <= 1.0:
         raise ValueError(f"target is a success rate in [0, 1], got {target}")
+    if any(not budget > 0 for budget in at) or (max_steps is not None and not max_steps > 0):
+        raise ValueError(f"--at budgets and --max-steps are real env steps > 0, got {list(at)} and {max_steps}")
 
     configs = configurations(runs, ignore)
-    rows = summary_rows(configs, target)
+    rows = summary_rows(configs, target, at)
     order = [row.label for row in rows]
     out.mkdir(parents=True, exist_ok=True)
-    png = plot_report(configs, out / f"{name}.png", target, order=order)
+    png = plot_report(configs, out / f"{name}.png", target, order=order, max_steps=max_steps)
     table = format_table(rows, target)
     md = out / f"{name}.md"
     md.write_text("\n".join([
@@ -72,8 +77,9 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
         f"Best first. Real env steps to reach held-out success {target:g}: the first evaluation at or "
         "above it (no interpolation), mean ± sample standard deviation over the seeds that reached it; "
         "`not reached (k/n)` when only k of n seeds did. Final success and wall time per run: mean ± "
-        "sample standard deviation. Seeds: runs in the statistics; failed runs are left out of them, counted "
-        "in brackets, and listed below.", "",
+        "sample standard deviation. Success at a budget: each seed's last evaluation at or before that many "
+        "real env steps, over the seeds that spent it (`(k/n)` when only k of n did). Seeds: runs in the "
+        "statistics; failed runs are left out of them, counted in brackets, and listed below.", "",
         table, "", f"![success against real env steps]({png.name})", "", "## Runs", "",
         run_table({label: configs[label] for label in order}, target, relative_to=out), "",
     ]), encoding="utf-8")
@@ -96,13 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ignore", nargs="+", default=[], metavar="KEY",
                         help="override keys that, like seed, do not make a configuration of their own "
                              "(e.g. trainer.time_budget_s)")
+    parser.add_argument("--at", nargs="+", type=float, default=[], metavar="STEPS",
+                        help="budgets of real env steps: a column per budget with each configuration's "
+                             "success after it (e.g. --at 10000 20000)")
+    parser.add_argument("--max-steps", type=float, default=None, metavar="STEPS",
+                        help="end the figure's x-axis at this many real env steps")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        write_report(args.dir, args.out, args.target, ignore=(SEED_KEY, *args.ignore), echo=True)
+        write_report(args.dir, args.out, args.target, ignore=(SEED_KEY, *args.ignore), echo=True, at=args.at,
+                     max_steps=args.max_steps)
     except NoRunsError as error:
         print(f"experiments.report: {error}", file=sys.stderr)
         return 1

@@ -2,7 +2,14 @@
 and groups seeds into configurations, ``curves`` holds the pure statistics, ``table`` the summary
 rows and their text, ``plot`` the figure. ``experiments/report.py`` is the command line."""
 
-from experiments.reporting.curves import MeanCurve, mean_and_std, mean_curve, steps_to_target, value_at
+from experiments.reporting.curves import (
+    MeanCurve,
+    mean_and_std,
+    mean_curve,
+    steps_to_target,
+    value_at,
+    value_at_budget,
+)
 from experiments.reporting.runs import (
     Run,
     configuration_labels,
@@ -16,5 +23,5 @@ from experiments.reporting.table import SummaryRow, format_table, run_table, sum
 __all__ = [
     "MeanCurve", "Run", "SummaryRow", "configuration_labels", "configurations", "find_run_dirs", "format_table",
     "load_run", "load_runs", "mean_and_std", "mean_curve", "run_table", "steps_to_target", "summary_rows",
-    "value_at",
+    "value_at", "value_at_budget",
 ]

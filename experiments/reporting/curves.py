@@ -52,6 +52,16 @@ def value_at(curve: Curve, steps: float) -> float:
     return curve[index][1]
 
 
+def value_at_budget(curve: Curve, steps: float) -> float | None:
+    """What a run had reached after ``steps`` real env steps: its last evaluation at or before them
+    (a hold, as ``value_at``), or None when the run stopped before it got that far (its last
+    evaluation is below ``steps``) or had not been evaluated yet. A run is compared at a budget
+    only if it spent it."""
+    if not curve or curve[-1][0] < steps or curve[0][0] > steps:
+        return None
+    return value_at(curve, steps)
+
+
 @dataclass(frozen=True)
 class MeanCurve:
     steps: list[float]

@@ -26,9 +26,10 @@ MARKERS_UP_TO = 40  # grid points up to which a line gets a dot per point
 
 
 def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: float | None = None,
-                order: Sequence[str] | None = None) -> Path:
+                order: Sequence[str] | None = None, max_steps: float | None = None) -> Path:
     """Draw the figure to ``path`` (PNG) and return it. ``order`` (labels, e.g. the table's best-first
-    order) sets line colours and legend order; failed runs are left out of the lines."""
+    order) sets line colours and legend order; failed runs are left out of the lines. ``max_steps``
+    ends the x-axis there, so that one long run does not squeeze the others into a corner."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,6 +64,8 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
             elif series == "imagination/return_gap":
                 ax.axhline(0.0, color="0.6", linewidth=0.8)
             ax.set_title(title if env is None else f"{env}: {title}", fontsize=10)
+            if max_steps is not None:
+                ax.set_xlim(right=max_steps)
             ax.set_xlabel("real env steps")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.reporting.curves import mean_and_std, steps_to_target
+from experiments.reporting.curves import mean_and_std, steps_to_target, value_at_budget
 from experiments.reporting.runs import Run
 
 
@@ -30,6 +30,9 @@ class SummaryRow:
     final_std: float | None
     wall_mean_s: float | None
     wall_std_s: float | None = None  # sample standard deviation over the seeds; None with one
+    # Per budget of real env steps (``--at``): each counted seed's success after it, None for a seed
+    # that stopped before spending it.
+    at_budget: tuple[tuple[float, tuple[float | None, ...]], ...] = ()
 
     @property
     def reached(self) -> int:
@@ -58,13 +61,23 @@ class SummaryRow:
     def wall_text(self) -> str:
         return format_duration(self.wall_mean_s, self.wall_std_s)
 
+    def budget_text(self, values: Sequence[float | None]) -> str:
+        """Mean ± spread over the seeds that spent the budget; ``(k/n)`` when only k of n did."""
+        spent = [v for v in values if v is not None]
+        if not spent:
+            return "-"
+        text = _pm(*mean_and_std(spent), "{:.2f}")
+        return text if len(spent) == len(values) else f"{text} ({len(spent)}/{len(values)})"
+
     def seeds_text(self) -> str:
         notes = [f"{n} {what}" for n, what in ((self.running, "running"), (self.failed, "failed")) if n]
         return f"{self.seeds}" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def summary_rows(configs: Mapping[str, Sequence[Run]], target: float) -> list[SummaryRow]:
-    """One row per configuration of ``configurations(runs)``, best first (see ``SummaryRow.sort_key``)."""
+def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
+                 at: Sequence[float] = ()) -> list[SummaryRow]:
+    """One row per configuration of ``configurations(runs)``, best first (see ``SummaryRow.sort_key``);
+    ``at``: budgets of real env steps at which each seed's success is also kept."""
     rows = []
     for label, runs in configs.items():
         counted = [r for r in runs if r.status != "failed"]
@@ -81,6 +94,7 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float) -> list[Su
             failed=len(runs) - len(counted), running=sum(r.status == "running" for r in counted), steps=steps,
             steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean, final_std=final_std,
             wall_mean_s=wall_mean, wall_std_s=wall_std,
+            at_budget=tuple((budget, tuple(value_at_budget(r.curve, budget) for r in counted)) for budget in at),
         ))
     return sorted(rows, key=SummaryRow.sort_key)
 
@@ -88,11 +102,13 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float) -> list[Su
 def format_table(rows: Sequence[SummaryRow], target: float) -> str:
     """The summary as a Markdown table (also readable as plain text), best first."""
     with_env = len({row.env for row in rows}) > 1
+    budgets = [budget for budget, _ in rows[0].at_budget] if rows else []
     header = ["configuration", *(["env"] if with_env else []), f"real steps to {target:g}",
-              "final success", "wall time", "seeds"]
+              *(f"success at {budget:,.0f}" for budget in budgets), "final success", "wall time", "seeds"]
     lines = [header]
     for row in rows:
-        lines.append([row.label, *([row.env or "-"] if with_env else []), row.steps_text(), row.final_text(),
+        lines.append([row.label, *([row.env or "-"] if with_env else []), row.steps_text(),
+                      *(row.budget_text(values) for _, values in row.at_budget), row.final_text(),
                       row.wall_text(), row.seeds_text()])
     return _markdown(lines)
 

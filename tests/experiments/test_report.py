@@ -21,6 +21,7 @@ from experiments.reporting import (
     steps_to_target,
     summary_rows,
     value_at,
+    value_at_budget,
 )
 from experiments.reporting.plot import panel_curves, panel_series
 from experiments.reporting.table import format_duration
@@ -248,6 +249,32 @@ def test_a_failed_run_is_listed_as_failed_and_left_out_of_the_statistics(tmp_pat
     assert len(failed) == 1 and "b/2" in failed[0] and "not reached" in failed[0]
 
 
+def test_value_at_a_budget_needs_the_run_to_have_spent_it():
+    curve = [(0, 0.1), (100, 0.5), (240, 0.8)]
+    assert value_at_budget(curve, 0) == 0.1 and value_at_budget(curve, 99) == 0.1
+    assert value_at_budget(curve, 100) == 0.5 and value_at_budget(curve, 240) == 0.8
+    assert value_at_budget(curve, 241) is None  # stopped before it spent 241 steps
+    assert value_at_budget([(50, 0.3), (90, 0.4)], 10) is None and value_at_budget([], 10) is None
+
+
+def test_success_at_budgets_over_the_seeds_that_spent_them(tmp_path):
+    configs = configurations(load_runs(make_sweep(tmp_path / "sweep")))
+    rows = {row.label.split(",")[0]: row for row in summary_rows(configs, 0.8, at=(150, 250))}
+    grpo, gigpo = rows["algo=grpo"], rows["algo=gigpo"]
+    # At 150 steps grpo's seeds hold 0.5 (evaluated at 100), 0.85 (150) and 0.7 (120).
+    assert grpo.at_budget[0] == (150, (0.5, 0.85, 0.7))
+    assert grpo.budget_text(grpo.at_budget[0][1]) == "0.68 ± 0.18"  # mean 2.05 / 3, sample std 0.1756
+    # At 250 seed 2 had stopped (last evaluation at 240): two of three seeds count.
+    assert grpo.at_budget[1] == (250, (0.8, 0.85, None))
+    assert grpo.budget_text(grpo.at_budget[1][1]).endswith("(2/3)")
+    assert gigpo.at_budget == ((150, (0.9, 0.4)), (250, (None, None)))  # the failed seed is not counted
+    assert gigpo.budget_text(gigpo.at_budget[1][1]) == "-"
+    lines = format_table(list(rows.values()), 0.8).splitlines()
+    header, first, second = ([cell.strip() for cell in line.split("|")[1:-1]] for line in (lines[0], *lines[2:]))
+    assert header[2:4] == ["success at 150", "success at 250"]
+    assert first[2] == "0.68 ± 0.18" and second[2] == "0.65 ± 0.35"  # gigpo: (0.9 + 0.4) / 2, std 0.354
+
+
 # Files and the command line.
 
 def test_write_report_writes_the_png_and_the_markdown(tmp_path):
@@ -270,6 +297,10 @@ def test_write_report_writes_the_png_and_the_markdown(tmp_path):
         report.write_report(tmp_path / "empty", tmp_path / "out3")
     with pytest.raises(ValueError, match="target"):
         report.write_report(sweep, tmp_path / "out4", 80)
+    with pytest.raises(ValueError, match="--at budgets and --max-steps"):
+        report.write_report(sweep, tmp_path / "out4", 0.8, at=(0,))
+    png3, md3 = report.write_report(sweep, tmp_path / "out5", 0.8, at=(150,), max_steps=200)
+    assert png3.stat().st_size > 0 and "success at 150" in md3.read_text()
 
 
 def test_extra_panels_only_when_a_run_logged_them(tmp_path):
