@@ -64,8 +64,8 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
             elif series == "imagination/return_gap":
                 ax.axhline(0.0, color="0.6", linewidth=0.8)
             ax.set_title(title if env is None else f"{env}: {title}", fontsize=10)
-            if max_steps is not None:
-                ax.set_xlim(right=max_steps)
+            if max_steps is not None:  # steps start at 0; the usual 2% margin on the left
+                ax.set_xlim(-0.02 * max_steps, max_steps)
             ax.set_xlabel("real env steps")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
