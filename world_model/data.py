@@ -25,9 +25,14 @@ from world_model.turn_tokens import TurnTokenizer
 LOSS_PARTS = ("loss", "observation_nll", "reconstruction_nll", "reward_mse", "done_bce")
 
 
+def is_trainable(trajectory: Trajectory) -> bool:
+    """A real trajectory with a played turn (the rest teach the model nothing)."""
+    return trajectory.source == "real" and trajectory.num_turns > trajectory.branch_turn
+
+
 def trainable(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
-    """The real trajectories with a played turn, in order (the rest teach the model nothing)."""
-    return [t for t in trajectories if t.source == "real" and t.num_turns > t.branch_turn]
+    """The trainable trajectories (``is_trainable``), in order."""
+    return [t for t in trajectories if is_trainable(t)]
 
 
 def _collate(items: list[Trajectory], tokenizer: TurnTokenizer):

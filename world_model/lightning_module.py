@@ -32,7 +32,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from envs.store import TrajectoryStore
 from envs.trajectory import Trajectory
 from world_model.batch import WorldModelBatch
-from world_model.data import LOSS_PARTS, evaluate_loss, trainable, trajectory_loader
+from world_model.data import LOSS_PARTS, evaluate_loss, is_trainable, trainable, trajectory_loader
 from world_model.model import WorldModel
 
 
@@ -194,7 +194,7 @@ def refit_on_store(
     if last is None:
         trajectories = trainable(store.filter(source="real", env_name=env_name))
     else:  # decodes only the newest rows, not the whole store
-        trajectories = store.newest(last, source="real", env_name=env_name, where=lambda t: bool(trainable([t])))
+        trajectories = store.newest(last, source="real", env_name=env_name, where=is_trainable)
     metrics = fit_world_model(trajectories, [], model, max_steps=steps, batch_size=batch_size, lr=lr,
                               weight_decay=weight_decay, seed=seed, score_train=False)
     metrics["trajectories"] = len(trajectories)
