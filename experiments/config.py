@@ -164,6 +164,9 @@ class WarmStartConfig:
     """Cloning steps between success checks."""
     eval_episodes: int = 64
     """Episodes per success check."""
+    cache_dir: str | None = None
+    """A folder shared by runs: the first run of an (env, policy, warm-start options, seed) saves its
+    cloned weights there and later runs load them instead of cloning (``experiments/warm_start_cache.py``)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.target_success <= 1.0:

@@ -68,6 +68,7 @@ from experiments.resume import (
     trajectories_by_id,
 )
 from experiments.seeding import derive_seed, seed_global_rngs
+from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_start_inputs
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.counterfactual_gigpo import CounterfactualGiGPO
@@ -306,6 +307,11 @@ def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, p
     ws, max_turns = run.trainer.warm_start, run.trainer.max_turns
     experts = expert_trajectories(run.env.name, seeds=task_seeds(run, env_kwargs, "train", ws.expert_episodes, "expert"),
                                   env_kwargs=env_kwargs, max_turns=max_turns)
+    cache_inputs = warm_start_inputs(run.env.name, env_kwargs, run.policy, ws, max_turns, run.seed)
+    if ws.cache_dir is not None and (folder := load_warm_start(ws.cache_dir, cache_inputs, policy.model)) is not None:
+        if progress:
+            print(f"warm start: the cloned policy of {folder}", flush=True)
+        return experts
     clone_eval_seeds = task_seeds(run, env_kwargs, "train", ws.eval_episodes, "clone-eval")
     behaviour_clone(
         policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
@@ -313,6 +319,8 @@ def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, p
         evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
                                     env_kwargs, seeds=clone_eval_seeds, max_turns=max_turns).success_rate,
     )
+    if ws.cache_dir is not None:
+        save_warm_start(ws.cache_dir, cache_inputs, policy.model)
     return experts
 
 

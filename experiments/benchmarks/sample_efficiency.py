@@ -5,7 +5,8 @@
 
 Every (env, method, seed) is one ``experiments.train`` run in a subprocess (one torch thread each,
 ``--jobs`` at a time) from the env's ``experiment=`` preset, its behaviour-cloned warm start, and a
-budget of real env steps (``--env-steps``). Success is evaluated on held-out tasks only. The
+budget of real env steps (``--env-steps``). The warm starts are cloned once per (env, seed) and kept
+in ``<out>/warm_starts`` for the other methods (``trainer.warm_start.cache_dir``). Success is evaluated on held-out tasks only. The
 model-free methods run with ``imagination=model_free``; the ``mb_*`` methods run the same learner
 with imagination at the given ratio (the ``METHODS`` table below holds the exact overrides). At the
 end ``experiments.report`` prints, per env, real steps to ``--target`` success (mean and spread over
@@ -63,6 +64,8 @@ ENVS = ("hidden_number", "frozen_lake")
 # Presets that also run but are not in the default list: learning_check is hidden_number over 1 .. 5
 # in 3 guesses, small enough that every method reaches 0.8 within a few thousand real steps on CPU.
 OTHER_ENVS = ("learning_check", "sokoban", "minishop")
+# Beside the env folders: every method of an (env, seed) starts from one cloned policy, cloned once.
+WARM_STARTS = "warm_starts"
 
 
 def run_overrides(env: str, method: str, seed: int, args: argparse.Namespace, run_dir: Path) -> list[str]:
@@ -70,7 +73,8 @@ def run_overrides(env: str, method: str, seed: int, args: argparse.Namespace, ru
     return [
         f"experiment={env}", f"seed={seed}", *METHODS[method],
         f"trainer.max_env_steps={args.env_steps}", f"trainer.iterations={args.iterations}", "trainer.progress=false",
-        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir='{run_dir}'", *args.overrides,
+        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir='{run_dir}'",
+        f"trainer.warm_start.cache_dir='{args.out / WARM_STARTS}'", *args.overrides,
     ]
 
 

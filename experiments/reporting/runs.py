@@ -33,6 +33,8 @@ SEED_KEY = "seed"
 SERIES = ("wm/one_step_exact_match", "imagination/return_gap")
 # Overrides that name a configuration best when there is only one configuration to label.
 HEADLINE_KEYS = ("experiment", "env", "algo", "critic", "imagination", "run")
+# Overrides that say where shared files lie, never what a run does: runs differing only there are one configuration.
+LOCATION_KEYS = ("trainer.warm_start.cache_dir",)
 _TIME_PREFIX = re.compile(r"^\d{2}-\d{2}-\d{2}_")
 _SEED_SUFFIX = re.compile(r"_s(\d+)$")
 
@@ -53,8 +55,9 @@ class Run:
     series: dict[str, Curve] = field(default_factory=dict)  # SERIES name -> (real env steps, value)
 
     def config_key(self, ignore: Iterable[str] = (SEED_KEY,)) -> tuple[tuple[str, str], ...]:
-        """The overrides that define this run's configuration: all but ``ignore`` (the seed)."""
-        skip = set(ignore)
+        """The overrides that define this run's configuration: all but ``ignore`` (the seed) and the
+        ``LOCATION_KEYS``."""
+        skip = {*ignore, *LOCATION_KEYS}
         return tuple(sorted((k, v) for k, v in self.overrides.items() if k not in skip))
 
 

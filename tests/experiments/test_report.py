@@ -167,6 +167,13 @@ def test_ignored_keys_do_not_split_a_configuration(tmp_path):
     assert list(configurations(runs, ignore=("seed", "trainer.time_budget_s"))) == ["algo=grpo"]
 
 
+def test_where_the_warm_starts_are_cached_never_splits_a_configuration(tmp_path):
+    make_run(tmp_path / "x", ["algo=grpo", "seed=0"], [(0, 0.5)])
+    make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.warm_start.cache_dir=/cache"], [(0, 0.5)])
+    make_run(tmp_path / "z", ["algo=gigpo", "seed=0", "trainer.warm_start.cache_dir=/other"], [(0, 0.5)])
+    assert list(configurations(load_runs(tmp_path))) == ["algo=gigpo", "algo=grpo"]
+
+
 def test_overrides_and_seed_from_the_folder_name_without_hydra_files(tmp_path):
     make_run(tmp_path / "algo=grpo,seed=1", None, [(0, 0.2)], summary=False)
     make_run(tmp_path / "algo=grpo,seed=2", None, [(0, 0.4)], summary=False)

@@ -40,4 +40,5 @@ def test_run_overrides_parse_with_the_run_folder_in_them(tmp_path):
     parsed = OverridesParser.create().parse_overrides(run_overrides("hidden_number", "mb_grpo_r0.75", 1, args, run_dir))
     values = {override.key_or_group: override.value() for override in parsed}
     assert values["hydra.run.dir"] == str(run_dir)
+    assert values["trainer.warm_start.cache_dir"] == str(args.out / "warm_starts")  # one per sweep, all envs
     assert values["seed"] == 1 and values["trainer.eval_episodes"] == 8

@@ -1,0 +1,81 @@
+"""A shared folder of behaviour-cloned warm starts, so a sweep clones each (env, policy, seed) once.
+
+Cloning is the same for every algorithm of a sweep: it reads only the env and its options, the
+policy's config, the warm-start options, the turn cap and the seed. On ``minishop`` it is the slowest
+part of a short run (about 17 minutes on one CPU core), repeated by every method. With
+``trainer.warm_start.cache_dir=DIR`` the first run of a key saves the cloned weights under
+``DIR/<key>/`` and later runs load them instead of cloning: the weights are the same tensors, and
+cloning moves no random stream the loop reads afterwards (it draws from its own seeded generators),
+so a run that loads its warm start gives the numbers of one that clones.
+
+The key is a hash of exactly those inputs plus the torch version; ``inputs.json`` beside the weights
+says what they were. Weights are safetensors, never a pickle, and are written to a temporary name
+then renamed, so a run that loads never sees half a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+
+CACHE_FORMAT = 1  # raise when what a cached folder holds changes
+WEIGHTS = "model.safetensors"
+INPUTS = "inputs.json"
+
+
+def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: Any, warm_start_config: Any,
+                      max_turns: int | None, seed: int) -> dict[str, Any]:
+    """Everything cloning depends on, as plain JSON values (the cache folder's own option left out)."""
+    warm_start = {k: v for k, v in dataclasses.asdict(warm_start_config).items() if k not in ("cache_dir", "enabled")}
+    return {
+        "format": CACHE_FORMAT, "torch": torch.__version__, "env": env_name, "env_kwargs": env_kwargs,
+        "policy": dataclasses.asdict(policy_config), "warm_start": warm_start, "max_turns": max_turns, "seed": seed,
+    }
+
+
+def warm_start_key(inputs: dict[str, Any]) -> str:
+    """A short hex digest of the inputs, stable across processes (sorted keys, no Python hash)."""
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.nn.Module) -> Path | None:
+    """Load the cached weights of ``inputs`` into ``model`` and return their folder, or None when none
+    are cached. A folder whose weights cannot be read or do not fit the model is refused with an
+    error naming it (delete it to clone again), never silently replaced."""
+    folder = Path(cache_dir) / warm_start_key(inputs)
+    if not (folder / WEIGHTS).exists():
+        return None
+    try:
+        missing, unexpected = load_model(model, folder / WEIGHTS, strict=True)
+    except (SafetensorError, OSError, RuntimeError, ValueError) as error:
+        raise ValueError(f"cached warm start {folder / WEIGHTS} cannot be loaded ({error}); "
+                         f"delete {folder} to clone again") from error
+    if missing or unexpected:  # strict loading raises on these; kept for a torch that only reports them
+        raise ValueError(f"cached warm start {folder / WEIGHTS} does not fit the policy "
+                         f"(missing {sorted(missing)}, unexpected {sorted(unexpected)}); delete {folder}")
+    return folder
+
+
+def save_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.nn.Module) -> Path:
+    """Save ``model``'s weights under their key, atomically; returns the folder."""
+    folder = Path(cache_dir) / warm_start_key(inputs)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / INPUTS).write_text(json.dumps(inputs, indent=2, sort_keys=True, default=str) + "\n")
+    descriptor, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    os.close(descriptor)
+    try:
+        save_model(model, temporary)
+        os.replace(temporary, folder / WEIGHTS)  # two runs racing on one key write equal weights
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    return folder
