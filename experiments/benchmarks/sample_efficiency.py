@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from experiments.checkpoint import list_checkpoints
 from experiments.report import write_report
+from experiments.resume import CHECKPOINTS
 
 # The imagination settings shared by every model-based method: a world model small enough to refit
 # often on CPU (one 32-wide decoder layer per member: about 0.5 s per step of 32 transcripts on one
@@ -74,20 +77,32 @@ def run_overrides(env: str, method: str, seed: int, args: argparse.Namespace, ru
         f"experiment={env}", f"seed={seed}", *METHODS[method],
         f"trainer.max_env_steps={args.env_steps}", f"trainer.iterations={args.iterations}", "trainer.progress=false",
         f"trainer.eval_every={args.eval_every}", f"hydra.run.dir='{run_dir}'",
-        f"trainer.warm_start.cache_dir='{args.out / WARM_STARTS}'", *args.overrides,
+        f"trainer.warm_start.cache_dir='{args.out / WARM_STARTS}'",
+        f"trainer.checkpoint_every={args.checkpoint_every}", *args.overrides,
     ]
 
 
 def run_one(env: str, method: str, seed: int, args: argparse.Namespace) -> Path:
+    """One run in ``<out>/<env>/method=<method>,seed=<seed>``: kept when done; when an earlier sweep
+    was stopped during it, resumed from its newest checkpoint (it ends as an uninterrupted run would);
+    else started in an empty folder."""
     run_dir = args.out / env / f"method={method},seed={seed}"
     if (run_dir / "done").exists() and not args.rerun:
         print(f"  kept {env}/{method}/seed {seed} (done; --rerun to repeat)", flush=True)
         return run_dir
-    command = [sys.executable, "-m", "experiments.train", *run_overrides(env, method, seed, args, run_dir)]
+    resume = not args.rerun and bool(list_checkpoints(run_dir / CHECKPOINTS))
+    if resume:
+        command = [sys.executable, "-m", "experiments.train", f"resume='{run_dir}'", "trainer.progress=false"]
+        print(f"  resuming {env}/{method}/seed {seed} from {list_checkpoints(run_dir / CHECKPOINTS)[-1].name}",
+              flush=True)
+    else:
+        command = [sys.executable, "-m", "experiments.train", *run_overrides(env, method, seed, args, run_dir)]
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # what a stopped run wrote before its first checkpoint, or a finished run
     env_vars = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log = run_dir.parent / f"method={method},seed={seed}.log"
-    with log.open("w") as handle:
+    with log.open("a" if resume else "w") as handle:
         code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT, env=env_vars)
     print(f"  finished {env}/{method}/seed {seed}: {'ok' if code == 0 else f'FAILED (exit {code}, see {log})'}",
           flush=True)
@@ -109,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target", type=float, default=0.8, help="success rate whose real-step cost is reported")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one CPU thread each)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/sample_efficiency"), help="output folder")
-    parser.add_argument("--rerun", action="store_true", help="repeat runs that already finished")
+    parser.add_argument("--rerun", action="store_true",
+                        help="repeat runs from the start, also those that finished or were stopped midway")
+    parser.add_argument("--checkpoint-every", type=int, default=10,
+                        help="iterations between checkpoints; a sweep started again resumes a stopped run from its newest")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run, e.g. trainer.eval_episodes=64")
     return parser
 

@@ -33,8 +33,9 @@ SEED_KEY = "seed"
 SERIES = ("wm/one_step_exact_match", "imagination/return_gap")
 # Overrides that name a configuration best when there is only one configuration to label.
 HEADLINE_KEYS = ("experiment", "env", "algo", "critic", "imagination", "run")
-# Overrides that say where shared files lie, never what a run does: runs differing only there are one configuration.
-LOCATION_KEYS = ("trainer.warm_start.cache_dir",)
+# Overrides that change no number a run reports (where shared files lie, how often it checkpoints, a
+# progress bar): runs that differ only in them are one configuration.
+NEUTRAL_KEYS = ("trainer.warm_start.cache_dir", "trainer.checkpoint_every", "trainer.progress")
 _TIME_PREFIX = re.compile(r"^\d{2}-\d{2}-\d{2}_")
 _SEED_SUFFIX = re.compile(r"_s(\d+)$")
 
@@ -56,8 +57,8 @@ class Run:
 
     def config_key(self, ignore: Iterable[str] = (SEED_KEY,)) -> tuple[tuple[str, str], ...]:
         """The overrides that define this run's configuration: all but ``ignore`` (the seed) and the
-        ``LOCATION_KEYS``."""
-        skip = {*ignore, *LOCATION_KEYS}
+        ``NEUTRAL_KEYS``."""
+        skip = {*ignore, *NEUTRAL_KEYS}
         return tuple(sorted((k, v) for k, v in self.overrides.items() if k not in skip))
 
 

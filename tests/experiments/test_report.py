@@ -167,9 +167,10 @@ def test_ignored_keys_do_not_split_a_configuration(tmp_path):
     assert list(configurations(runs, ignore=("seed", "trainer.time_budget_s"))) == ["algo=grpo"]
 
 
-def test_where_the_warm_starts_are_cached_never_splits_a_configuration(tmp_path):
+def test_where_warm_starts_lie_or_how_often_runs_checkpoint_never_splits_a_configuration(tmp_path):
     make_run(tmp_path / "x", ["algo=grpo", "seed=0"], [(0, 0.5)])
-    make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.warm_start.cache_dir=/cache"], [(0, 0.5)])
+    make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.warm_start.cache_dir=/cache", "trainer.checkpoint_every=10"],
+             [(0, 0.5)])
     make_run(tmp_path / "z", ["algo=gigpo", "seed=0", "trainer.warm_start.cache_dir=/other"], [(0, 0.5)])
     assert list(configurations(load_runs(tmp_path))) == ["algo=gigpo", "algo=grpo"]
 

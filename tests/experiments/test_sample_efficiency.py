@@ -1,4 +1,5 @@
-"""The headline benchmark's method table: every method composes into a valid run config."""
+"""The headline benchmark: every method composes into a valid run config, and a sweep started again
+keeps finished runs, resumes stopped ones from their checkpoints and starts the rest afresh."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from experiments.benchmarks import sample_efficiency
 from experiments.benchmarks.sample_efficiency import ENVS, METHODS, build_parser, run_overrides
 from experiments.config import register_configs, validate
 
@@ -42,3 +44,61 @@ def test_run_overrides_parse_with_the_run_folder_in_them(tmp_path):
     assert values["hydra.run.dir"] == str(run_dir)
     assert values["trainer.warm_start.cache_dir"] == str(args.out / "warm_starts")  # one per sweep, all envs
     assert values["seed"] == 1 and values["trainer.eval_episodes"] == 8
+
+
+class RecordedCalls:
+    """Stands in for ``subprocess.call``: records each command and the run folder's files at that moment."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.commands: list[list[str]] = []
+        self.files_at_start: list[list[str]] = []
+
+    def __call__(self, command, **kwargs):
+        self.commands.append(command)
+        exists = self.run_dir.exists()
+        self.files_at_start.append(sorted(p.name for p in self.run_dir.iterdir()) if exists else [])
+        return 0
+
+
+@pytest.fixture
+def recorded(monkeypatch, tmp_path):
+    calls = RecordedCalls(run_dir_of(tmp_path))
+    monkeypatch.setattr(sample_efficiency.subprocess, "call", calls)
+    return calls
+
+
+def run_dir_of(tmp_path: Path) -> Path:
+    return tmp_path / "hidden_number" / "method=grpo,seed=0"
+
+
+def test_a_run_stopped_after_a_checkpoint_resumes_from_it(tmp_path, recorded):
+    args = build_parser().parse_args(["--out", str(tmp_path)])
+    run_dir = run_dir_of(tmp_path)
+    for name in ("iteration_00010", "iteration_00020", "iteration_00030.tmp"):  # the last one never published
+        (run_dir / "checkpoints" / name).mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("{}\n")
+    sample_efficiency.run_one("hidden_number", "grpo", 0, args)
+    assert recorded.commands[0][-2:] == [f"resume='{run_dir}'", "trainer.progress=false"]
+    assert "metrics.jsonl" in recorded.files_at_start[0]  # the resumed run rewinds it itself
+
+
+def test_a_run_stopped_before_any_checkpoint_starts_over_in_an_empty_folder(tmp_path, recorded):
+    args = build_parser().parse_args(["--out", str(tmp_path)])
+    run_dir = run_dir_of(tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text('{"iteration": 0}\n')
+    sample_efficiency.run_one("hidden_number", "grpo", 0, args)
+    command = recorded.commands[0]
+    assert not any(part.startswith("resume=") for part in command) and "trainer.checkpoint_every=10" in command
+    assert recorded.files_at_start[0] == []
+
+
+def test_a_finished_run_is_kept_unless_rerun(tmp_path, recorded):
+    run_dir = run_dir_of(tmp_path)
+    (run_dir / "checkpoints" / "iteration_00010").mkdir(parents=True)
+    (run_dir / "done").write_text("")
+    sample_efficiency.run_one("hidden_number", "grpo", 0, build_parser().parse_args(["--out", str(tmp_path)]))
+    assert recorded.commands == []
+    sample_efficiency.run_one("hidden_number", "grpo", 0, build_parser().parse_args(["--out", str(tmp_path), "--rerun"]))
+    assert not any(part.startswith("resume=") for part in recorded.commands[0]) and recorded.files_at_start[0] == []
