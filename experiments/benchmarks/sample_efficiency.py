@@ -132,9 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def job_order(envs: list[str], seeds: list[int], methods: list[str]) -> list[tuple[str, str, int]]:
+    """(env, method, seed) jobs: first one method per (env, seed), which clone the warm starts side by
+    side, each its own, then the other methods seed by seed, which load them (runs that started
+    together on one (env, seed) would both clone it)."""
+    first = [(env, methods[0], seed) for env in envs for seed in seeds]
+    rest = [(env, method, seed) for env in envs for seed in seeds for method in methods[1:]]
+    return first + rest
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    jobs = [(env, method, seed) for env in args.envs for seed in args.seeds for method in args.methods]
+    jobs = job_order(args.envs, args.seeds, args.methods)
     print(f"{len(jobs)} runs, {args.env_steps} real env steps each, {args.jobs} at a time -> {args.out}", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(lambda job: run_one(*job, args), jobs))

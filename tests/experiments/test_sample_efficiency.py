@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from experiments.benchmarks import sample_efficiency
-from experiments.benchmarks.sample_efficiency import ENVS, METHODS, build_parser, run_overrides
+from experiments.benchmarks.sample_efficiency import ENVS, METHODS, build_parser, job_order, run_overrides
 from experiments.config import register_configs, validate
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
@@ -102,3 +102,10 @@ def test_a_finished_run_is_kept_unless_rerun(tmp_path, recorded):
     assert recorded.commands == []
     sample_efficiency.run_one("hidden_number", "grpo", 0, build_parser().parse_args(["--out", str(tmp_path), "--rerun"]))
     assert not any(part.startswith("resume=") for part in recorded.commands[0]) and recorded.files_at_start[0] == []
+
+
+def test_jobs_clone_each_warm_start_once_before_the_other_methods_load_it():
+    jobs = job_order(["a", "b"], [0, 1], ["m", "n", "o"])
+    assert sorted(jobs) == sorted((e, m, s) for e in "ab" for m in "mno" for s in (0, 1))  # each run once
+    assert jobs[:4] == [("a", "m", 0), ("a", "m", 1), ("b", "m", 0), ("b", "m", 1)]
+    assert jobs[4:6] == [("a", "n", 0), ("a", "o", 0)]  # then seed by seed, as before
