@@ -1,7 +1,7 @@
 """Resuming a run from its newest checkpoint: the config check, RNG states, and rewinding the run folder.
 
 ``python -m experiments.train resume=RUN_DIR`` continues the run in ``RUN_DIR``. With nothing else on
-the command line (or only ``COSMETIC`` keys) the saved config is used; a command line that composes
+the command line (or only ``NEUTRAL_KEYS`` keys) the saved config is used; a command line that composes
 a different config is refused, naming every key that differs (repeating the original command with
 ``resume=`` added is accepted). The loop then starts after the checkpoint's iteration, with every RNG where it was, so
 the run ends exactly as an uninterrupted one would (bit for bit on CPU).
@@ -28,12 +28,11 @@ from omegaconf import DictConfig, OmegaConf
 from envs.store import StoreError, TrajectoryStore
 from envs.trajectory import Trajectory
 from experiments.checkpoint import Checkpoint, CheckpointError, LoopState, load_latest
+from experiments.neutral_keys import NEUTRAL_KEYS
 
 CHECKPOINTS = "checkpoints"
 STORE = "trajectories"  # the run's trajectory store, as experiments/train.py names it
 NOT_COMPARED = ("resume",)  # keys that may differ between the saved config and a resume's
-# Keys that change what is shown, never a number the run produces: a resume may set them.
-COSMETIC = ("trainer.progress", "trainer.transcripts_every")
 
 
 def config_record(run: Any) -> dict[str, Any]:
@@ -45,8 +44,8 @@ def config_record(run: Any) -> dict[str, Any]:
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``differing_keys`` less the ``COSMETIC`` ones."""
-    return [key for key in differing_keys(saved, current) if key not in COSMETIC]
+    """``differing_keys`` less the ``NEUTRAL_KEYS`` ones."""
+    return [key for key in differing_keys(saved, current) if key not in NEUTRAL_KEYS]
 
 
 def differing_keys(saved: Any, current: Any, prefix: str = "") -> list[str]:
@@ -76,9 +75,9 @@ def describe_differences(saved: dict[str, Any], current: dict[str, Any], keys: l
 def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictConfig:
     """The config to resume ``cfg.resume`` with, or SystemExit with one line saying why not.
 
-    ``task_overrides`` are the command line's overrides: when ``resume=`` and ``COSMETIC`` keys are
+    ``task_overrides`` are the command line's overrides: when ``resume=`` and ``NEUTRAL_KEYS`` keys are
     the only ones, the saved config is used with those keys set; otherwise the composed ``cfg`` must
-    equal the saved one (``COSMETIC`` keys aside).
+    equal the saved one (``NEUTRAL_KEYS`` keys aside).
     """
     run_dir = Path(cfg.resume)
     if not run_dir.is_dir():
@@ -92,7 +91,7 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
         raise SystemExit(f"resume={run_dir}: {err}") from None
     saved = checkpoint.config
     keys_given = [o.lstrip("+~").split("=", 1)[0] for o in task_overrides]
-    if any(key not in (*NOT_COMPARED, *COSMETIC) for key in keys_given):
+    if any(key not in (*NOT_COMPARED, *NEUTRAL_KEYS) for key in keys_given):
         current = config_record(validate(cfg))
         keys = config_differences(saved, current)
         if keys:
@@ -113,7 +112,7 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
         else:
             resumed[key] = value
     for key in keys_given:
-        if key in COSMETIC:
+        if key in NEUTRAL_KEYS:
             OmegaConf.update(resumed, key, OmegaConf.select(cfg, key))
     return resumed
 

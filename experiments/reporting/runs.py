@@ -28,14 +28,13 @@ from pathlib import Path
 
 import yaml
 
+from experiments.neutral_keys import NEUTRAL_KEYS
+
 SEED_KEY = "seed"
 # Series drawn on the extra panels when any run logged them.
 SERIES = ("wm/one_step_exact_match", "imagination/return_gap")
 # Overrides that name a configuration best when there is only one configuration to label.
 HEADLINE_KEYS = ("experiment", "env", "algo", "critic", "imagination", "run")
-# Overrides that change no number a run reports (where shared files lie, how often it checkpoints, a
-# progress bar): runs that differ only in them are one configuration.
-NEUTRAL_KEYS = ("trainer.warm_start.cache_dir", "trainer.checkpoint_every", "trainer.progress")
 _TIME_PREFIX = re.compile(r"^\d{2}-\d{2}-\d{2}_")
 _SEED_SUFFIX = re.compile(r"_s(\d+)$")
 

@@ -131,8 +131,9 @@ def test_resume_config_uses_the_saved_config_and_refuses_changes(tmp_path):
     assert config_record(resumed()) == saved
     # the original command again, or only keys that change no number the run produces
     assert config_record(resumed(*original)) == saved
-    shown = resumed("trainer.progress=true", "trainer.transcripts_every=1")
+    shown = resumed("trainer.progress=true", "trainer.transcripts_every=1", "trainer.checkpoint_every=5")
     assert shown.trainer.progress and shown.trainer.transcripts_every == 1 and shown.seed == 3
+    assert shown.trainer.checkpoint_every == 5
     with pytest.raises(SystemExit, match=r"in 1 key\(s\): seed: saved 3, now 4$"):
         resumed(*original[:-2], "seed=4", "trainer.progress=false")
     with pytest.raises(SystemExit, match='algo.name: saved "grpo", now "gigpo"'):

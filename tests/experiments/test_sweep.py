@@ -79,3 +79,11 @@ def test_a_failing_job_does_not_stop_or_hide_the_others(tmp_path):
     tail = out[out.index("2 jobs: 1 done, 1 failed") :]
     assert f"FAILED {failed}" in tail and f"traceback: {failed / 'failed'}" in tail
     assert str(done) not in tail  # a finished job is not listed as failed
+
+
+def test_sweep_job_names_leave_out_exactly_the_neutral_keys():
+    """One list of keys that change no number: the sweep's job names, resumes and reports agree on it."""
+    from experiments.neutral_keys import NEUTRAL_KEYS
+
+    train_yaml = OmegaConf.load(Path(__file__).resolve().parents[2] / "experiments" / "conf" / "train.yaml")
+    assert list(train_yaml.hydra.job.config.override_dirname.exclude_keys) == list(NEUTRAL_KEYS)
