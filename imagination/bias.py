@@ -19,8 +19,10 @@ def imagined_minus_real_return(
 
     ``imagined_groups[g]`` are the imagined episodes started from ``branches[g] = (real, k)``; both
     returns count only the turns after the branch point, so the shared real prefix cancels. The real
-    episode was played by the same policy a little earlier, so a gap far from 0 is model bias (plus
-    the noise of one real continuation per branch). NaN when there is no branch.
+    episode was played earlier, by the policy of up to ``recent_trajectories`` episodes ago, so the
+    gap is model bias plus how much the policy improved since (plus the noise of one real
+    continuation per branch); ``experiments.benchmarks.imagination_gap`` separates the two on a
+    finished run. NaN when there is no branch.
     """
     if len(branches) != len(imagined_groups):
         raise ValueError(f"{len(branches)} branch points for {len(imagined_groups)} imagined groups")
