@@ -492,7 +492,7 @@ def model_based_step(
         imagined = imagine(parts, progress, iteration, real.kept, n_imagined)
     progress.imagined_groups_total += len(imagined.groups)
     progress.groups_total += len(imagined.groups) + len({t.group_id for t in real.kept})
-    model_metrics.update(imagination_metrics(imagined, len(real.kept), progress.imagined_groups_total,
+    model_metrics.update(imagination_metrics(imagined, real.kept, real.collected, progress.imagined_groups_total,
                                              progress.groups_total, gate))
     model_metrics["time/model_s"] = time.monotonic() - model_start
     return model_metrics, imagined

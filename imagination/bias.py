@@ -33,3 +33,25 @@ def imagined_minus_real_return(
         imagined = sum(return_after(t, k) for t in group) / len(group)
         gaps.append(imagined - return_after(real, k))
     return sum(gaps) / len(gaps) if gaps else float("nan")
+
+
+def start_return_gap(
+    branches: Sequence[tuple[Trajectory, int]], imagined_groups: Sequence[Sequence[Trajectory]],
+    real_now: Sequence[Trajectory],
+) -> float:
+    """Mean return of the imagined episodes that started at a task's start (branch ``k = 0``) minus
+    the mean return of ``real_now``, the real episodes this iteration collected, from task starts too.
+
+    Both sides are played by the same, current policy (imagination runs before the update), on the
+    same distribution of training tasks, so in expectation the difference is the world model's bias
+    alone, without the policy lag of ``imagined_minus_real_return``; it is noisier, since the tasks
+    differ episode by episode. NaN when either side is empty.
+    """
+    if len(branches) != len(imagined_groups):
+        raise ValueError(f"{len(branches)} branch points for {len(imagined_groups)} imagined groups")
+    imagined = [return_after(t, 0) for (_, k), group in zip(branches, imagined_groups, strict=True) if k == 0
+                for t in group]
+    real = [return_after(t, 0) for t in real_now]
+    if not imagined or not real:
+        return float("nan")
+    return sum(imagined) / len(imagined) - sum(real) / len(real)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from envs.trajectory import Trajectory, Turn
-from imagination.bias import imagined_minus_real_return, return_after
+from imagination.bias import imagined_minus_real_return, return_after, start_return_gap
 from imagination.branching import branchable_turns, sample_branch_points
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
@@ -102,6 +102,19 @@ def test_return_gap_by_hand():
     failed = episode([0.0, 0.0])
     gap = imagined_minus_real_return([(real, 1), (failed, 0)], [imagined, [episode([1.0], source="imagined")]])
     assert gap == pytest.approx((-0.75 + 1.0) / 2)
+
+
+def test_start_return_gap_by_hand():
+    # Only the imagined episodes of the k = 0 branch count: returns 1 and 0 (mean 0.5); the mid-episode
+    # branch's (return 5) does not. This iteration's real episodes from task starts return 1, 0, 0.
+    recorded = episode([0.0, 0.0, 1.0])
+    from_start = [episode([1.0], source="imagined"), episode([0.0, 0.0], source="imagined")]
+    from_middle = [episode([0.0, 5.0], source="imagined")]
+    real_now = [episode([0.0, 1.0]), episode([0.0]), episode([0.0, 0.0])]
+    gap = start_return_gap([(recorded, 0), (recorded, 1)], [from_start, from_middle], real_now)
+    assert gap == pytest.approx(0.5 - 1 / 3)
+    assert math.isnan(start_return_gap([(recorded, 1)], [from_middle], real_now))  # no start branch
+    assert math.isnan(start_return_gap([(recorded, 0)], [from_start], []))  # nothing real this iteration
 
 
 @pytest.mark.parametrize(
