@@ -74,7 +74,7 @@ from imagination.branching import sample_branch_points
 from imagination.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
-from imagination.mixing import scheduled_ratio, split_groups
+from imagination.mixing import budget_spent, scheduled_ratio, split_groups
 from imagination.real_branch import RealEnvBrancher
 from imagination.refit import refit_and_gate
 from imagination.value_expansion import (
@@ -412,7 +412,8 @@ def plan_groups(parts: RunParts, progress: LoopProgress, iteration: int) -> tupl
         if progress.warmup_left > 0:
             n_real, n_imagined, progress.warmup_left = 0, trainer.groups_per_iteration, progress.warmup_left - 1
         else:
-            ratio = scheduled_ratio(imagination.ratio, imagination.ratio_end, iteration, trainer.iterations)
+            spent = budget_spent(iteration, trainer.iterations, progress.real_env_steps, trainer.max_env_steps)
+            ratio = scheduled_ratio(imagination.ratio, imagination.ratio_end, spent)
             n_real, n_imagined, progress.real_credit = split_groups(trainer.groups_per_iteration, ratio,
                                                                     progress.real_credit)
     return n_real, n_imagined

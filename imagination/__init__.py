@@ -22,11 +22,10 @@ from imagination.dream_env import SUCCESS_REWARD, DreamEnv, DreamEnvFactory, Dre
 from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import imagination_metrics, imagination_summary
-from imagination.mixing import scheduled_ratio, split_groups
+from imagination.mixing import budget_spent, scheduled_ratio, split_groups
 from imagination.refit import refit_and_gate
 
 __all__ = [
-    "SUCCESS_REWARD",
     "CounterfactualGiGPO",
     "CounterfactualGroups",
     "DreamEnv",
@@ -35,7 +34,9 @@ __all__ = [
     "ImaginationConfig",
     "ImaginationGate",
     "ImaginedGroups",
+    "SUCCESS_REWARD",
     "branchable_turns",
+    "budget_spent",
     "derive_seed",
     "imagination_metrics",
     "imagination_summary",

@@ -36,8 +36,9 @@ class ImaginationConfig:
     batch the real steps per update shrink by (1 - ratio); fractional real group counts are carried
     over between iterations, so the long-run share of imagined groups is exactly ``ratio``."""
     ratio_end: float | None = None
-    """If set, the ratio moves linearly from ``ratio`` (first iteration) to this (last iteration):
-    e.g. less imagination as the real data grows. None: constant."""
+    """If set, the ratio moves linearly from ``ratio`` (first iteration) to this over the run's
+    budget: ``trainer.iterations``, or ``trainer.max_env_steps`` real steps when that ends the run
+    sooner (``mixing.budget_spent``); e.g. less imagination as the real data grows. None: constant."""
     warmup_iterations: int = 0
     """Fully imagined iterations once the gate first opens (a synthetic-then-real start): no real
     rollouts in them. The world model is then fitted on the warm start's expert data alone."""

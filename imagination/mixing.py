@@ -14,13 +14,22 @@ import math
 EPS = 1e-9  # absorbs float error in the running credit (0.1 + 0.2 style)
 
 
-def scheduled_ratio(start: float, end: float | None, iteration: int, iterations: int) -> float:
-    """The ratio at ``iteration`` (1-based) of ``iterations``: ``start`` throughout when ``end`` is None,
-    else linear from ``start`` at the first iteration to ``end`` at the last."""
-    if end is None or iterations <= 1:
+def budget_spent(iteration: int, iterations: int, real_env_steps: int, max_env_steps: int | None) -> float:
+    """How far the run is through its budget, in [0, 1], at the start of ``iteration`` (1-based):
+    ``(iteration - 1) / (iterations - 1)``, or the share of ``max_env_steps`` already spent when
+    that is larger (a run ends at whichever budget it reaches first, so the larger share is the one
+    that ends it)."""
+    by_iterations = (iteration - 1) / (iterations - 1) if iterations > 1 else 0.0  # one iteration: its first
+    by_steps = real_env_steps / max_env_steps if max_env_steps else 0.0
+    return min(max(by_iterations, by_steps, 0.0), 1.0)
+
+
+def scheduled_ratio(start: float, end: float | None, spent: float) -> float:
+    """The ratio once ``spent`` (``budget_spent``) of the run's budget is used: ``start`` throughout
+    when ``end`` is None, else linear from ``start`` to ``end`` over the budget."""
+    if end is None:
         return start
-    progress = (iteration - 1) / (iterations - 1)
-    return start + (end - start) * min(max(progress, 0.0), 1.0)
+    return start + (end - start) * min(max(spent, 0.0), 1.0)
 
 
 def split_groups(total: int, ratio: float, credit: float) -> tuple[int, int, float]:

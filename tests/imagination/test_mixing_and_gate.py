@@ -14,7 +14,7 @@ from imagination.bias import imagined_minus_real_return, return_after, start_ret
 from imagination.branching import branchable_turns, sample_branch_points
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
-from imagination.mixing import scheduled_ratio, split_groups
+from imagination.mixing import budget_spent, scheduled_ratio, split_groups
 
 
 def episode(rewards, *, done_last=True, source="real", trajectory_id=0) -> Trajectory:
@@ -61,10 +61,21 @@ def test_split_rejects_bad_input():
 
 
 def test_schedule_is_linear_from_first_to_last_iteration():
-    assert scheduled_ratio(0.9, None, 7, 10) == 0.9
-    assert scheduled_ratio(0.9, 0.5, 1, 5) == pytest.approx(0.9)
-    assert scheduled_ratio(0.9, 0.5, 3, 5) == pytest.approx(0.7)
-    assert scheduled_ratio(0.9, 0.5, 5, 5) == pytest.approx(0.5)
+    assert scheduled_ratio(0.9, None, budget_spent(7, 10, 0, None)) == 0.9
+    assert scheduled_ratio(0.9, 0.5, budget_spent(1, 5, 0, None)) == pytest.approx(0.9)
+    assert scheduled_ratio(0.9, 0.5, budget_spent(3, 5, 0, None)) == pytest.approx(0.7)
+    assert scheduled_ratio(0.9, 0.5, budget_spent(5, 5, 0, None)) == pytest.approx(0.5)
+
+
+def test_schedule_follows_the_real_step_budget_when_that_ends_the_run_first():
+    # 200 iterations allowed but a 2,000-step budget: after 500 real steps (iteration 11) a quarter is spent.
+    assert budget_spent(11, 200, 500, 2000) == pytest.approx(0.25)
+    assert scheduled_ratio(0.75, 0.25, budget_spent(11, 200, 500, 2000)) == pytest.approx(0.625)
+    # The iterations end it first: their share counts; past either budget the ratio stays at its end.
+    assert budget_spent(101, 201, 10, 2000) == pytest.approx(0.5)
+    assert budget_spent(3, 200, 2500, 2000) == 1.0
+    assert scheduled_ratio(0.75, 0.25, budget_spent(3, 200, 2500, 2000)) == pytest.approx(0.25)
+    assert budget_spent(1, 1, 0, None) == 0.0  # a one-iteration run plays its first iteration's ratio
 
 
 def test_branchable_turns_skip_the_end_and_done_turns():
