@@ -1,6 +1,6 @@
 """The report figure: held-out success against real env steps, one line per configuration (the mean
 over seeds on the common grid of ``curves.mean_curve``, a band of plus or minus one standard deviation),
-plus panels for the world model's one-step exact match and the imagined-minus-real return gap when
+plus panels for the world model's one-step exact match and the imagined-minus-real return gaps when
 any run logged them. Runs of several envs get one row of panels per env; each row has its legend to
 the right, outside the axes."""
 
@@ -17,8 +17,10 @@ PANELS = (
     # (series name, or None for eval success; title; y label)
     (None, "held-out success", "eval success rate"),
     ("wm/one_step_exact_match", "world model: one-step exact match", "exact match on new real turns"),
-    ("imagination/return_gap", "imagined minus real return", "return gap"),
+    ("imagination/return_gap", "imagined minus recorded real return", "return gap (includes policy lag)"),
+    ("imagination/start_return_gap", "imagined minus real return, same policy", "return gap from task starts"),
 )
+GAPS = ("imagination/return_gap", "imagination/start_return_gap")  # panels with a line at 0
 RATES = (None, "wm/one_step_exact_match")  # panels on a fixed 0..1 scale
 LEGEND_WIDTH = 44  # characters per legend line before a label wraps at a comma
 LEGEND_ROWS = 12  # legend entries per column
@@ -61,7 +63,7 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
                 ax.set_ylim(-0.02, 1.02)
             if series is None and target is not None:
                 ax.axhline(target, color="0.4", linestyle=":", linewidth=1, label=f"target {target:g}")
-            elif series == "imagination/return_gap":
+            elif series in GAPS:
                 ax.axhline(0.0, color="0.6", linewidth=0.8)
             ax.set_title(title if env is None else f"{env}: {title}", fontsize=10)
             if max_steps is not None:  # steps start at 0; the usual 2% margin on the left

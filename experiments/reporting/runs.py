@@ -32,7 +32,7 @@ from experiments.neutral_keys import NEUTRAL_KEYS
 
 SEED_KEY = "seed"
 # Series drawn on the extra panels when any run logged them.
-SERIES = ("wm/one_step_exact_match", "imagination/return_gap")
+SERIES = ("wm/one_step_exact_match", "imagination/return_gap", "imagination/start_return_gap")
 # Overrides that name a configuration best when there is only one configuration to label.
 HEADLINE_KEYS = ("experiment", "env", "algo", "critic", "imagination", "run")
 _TIME_PREFIX = re.compile(r"^\d{2}-\d{2}-\d{2}_")

@@ -316,6 +316,8 @@ def test_extra_panels_only_when_a_run_logged_them(tmp_path):
     assert panel_series(configs) == [None, "wm/one_step_exact_match", "imagination/return_gap"]
     make_run(tmp_path / "plain" / "r", ["seed=0"], [(0, 0.1), (10, 0.2)])
     assert panel_series(configurations(load_runs(tmp_path / "plain"))) == [None]
+    make_run(tmp_path / "starts" / "r", ["seed=0"], [(0, 0.1)], series={"imagination/start_return_gap": [(5, 0.1)]})
+    assert panel_series(configurations(load_runs(tmp_path / "starts"))) == [None, "imagination/start_return_gap"]
 
 
 def test_panel_curves_are_seed_means_of_the_logged_series(tmp_path):
