@@ -1,7 +1,7 @@
 """Resuming a run from its newest checkpoint: the config check, RNG states, and rewinding the run folder.
 
 ``python -m experiments.train resume=RUN_DIR`` continues the run in ``RUN_DIR``. With nothing else on
-the command line (or only ``NEUTRAL_KEYS`` keys) the saved config is used; a command line that composes
+the command line (or only ``NEUTRAL_KEYS``) the saved config is used; a command line that composes
 a different config is refused, naming every key that differs (repeating the original command with
 ``resume=`` added is accepted). The loop then starts after the checkpoint's iteration, with every RNG where it was, so
 the run ends exactly as an uninterrupted one would (bit for bit on CPU).
@@ -75,9 +75,9 @@ def describe_differences(saved: dict[str, Any], current: dict[str, Any], keys: l
 def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictConfig:
     """The config to resume ``cfg.resume`` with, or SystemExit with one line saying why not.
 
-    ``task_overrides`` are the command line's overrides: when ``resume=`` and ``NEUTRAL_KEYS`` keys are
-    the only ones, the saved config is used with those keys set; otherwise the composed ``cfg`` must
-    equal the saved one (``NEUTRAL_KEYS`` keys aside).
+    ``task_overrides`` are the command line's overrides: when ``resume=`` and ``NEUTRAL_KEYS`` are
+    the only keys, the saved config is used with those keys set; otherwise the composed ``cfg`` must
+    equal the saved one (``NEUTRAL_KEYS`` aside).
     """
     run_dir = Path(cfg.resume)
     if not run_dir.is_dir():

@@ -6,10 +6,10 @@
 Every (env, method, seed) is one ``experiments.train`` run in a subprocess (one torch thread each,
 ``--jobs`` at a time) from the env's ``experiment=`` preset, its behaviour-cloned warm start, and a
 budget of real env steps (``--env-steps``). The warm starts are cloned once per (env, seed) and kept
-in ``<out>/warm_starts`` for the other methods (``trainer.warm_start.cache_dir``). Success is evaluated on held-out tasks only. The
-model-free methods run with ``imagination=model_free``; the ``mb_*`` methods run the same learner
-with imagination at the given ratio (the ``METHODS`` table below holds the exact overrides). At the
-end ``experiments.report`` prints, per env, real steps to ``--target`` success (mean and spread over
+in ``<out>/warm_starts`` for the other methods (``trainer.warm_start.cache_dir``). Success is
+evaluated on held-out tasks only. The model-free methods run with ``imagination=model_free``; the
+``mb_*`` methods run the same learner with imagination at the given ratio (the ``METHODS`` table
+below holds the exact overrides). At the end ``experiments.report`` prints, per env, real steps to ``--target`` success (mean and spread over
 seeds), final success and wall time, best first, and writes ``<out>/<env>/sample_efficiency.png``
 (success against real env steps, a band across seeds) and ``.md``.
 
@@ -90,11 +90,11 @@ def run_one(env: str, method: str, seed: int, args: argparse.Namespace) -> Path:
     if (run_dir / "done").exists() and not args.rerun:
         print(f"  kept {env}/{method}/seed {seed} (done; --rerun to repeat)", flush=True)
         return run_dir
-    resume = not args.rerun and bool(list_checkpoints(run_dir / CHECKPOINTS))
+    checkpoints = [] if args.rerun else list_checkpoints(run_dir / CHECKPOINTS)
+    resume = bool(checkpoints)
     if resume:
         command = [sys.executable, "-m", "experiments.train", f"resume='{run_dir}'", "trainer.progress=false"]
-        print(f"  resuming {env}/{method}/seed {seed} from {list_checkpoints(run_dir / CHECKPOINTS)[-1].name}",
-              flush=True)
+        print(f"  resuming {env}/{method}/seed {seed} from {checkpoints[-1].name}", flush=True)
     else:
         command = [sys.executable, "-m", "experiments.train", *run_overrides(env, method, seed, args, run_dir)]
         if run_dir.exists():
