@@ -14,7 +14,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from imagination.config import ImaginationConfig
-from policy.algorithms import AlgoConfig
+from policy.advantages.config import AlgoConfig
 from policy.config import PolicyConfig
 
 CRITICS = ("token", "latent")

@@ -71,12 +71,12 @@ from experiments.seeding import derive_seed, seed_global_rngs
 from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_start_inputs
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
-from imagination.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
 from imagination.mixing import budget_spent, scheduled_ratio, split_groups
-from imagination.real_branch import RealEnvBrancher
 from imagination.refit import refit_and_gate
+from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
+from imagination.step_groups.real_branch import RealEnvBrancher
 from imagination.value_expansion import (
     check_value_expansion,
     expanded_returns,
@@ -84,14 +84,14 @@ from imagination.value_expansion import (
     plan_expansion,
     policy_batch,
 )
-from policy.algorithms import (
-    AlgoConfig,
+from policy.advantages.algorithms import (
     TurnRows,
     critic_token_advantages,
     first_rows_mask,
     group_baseline_token_advantages,
     turn_rows,
 )
+from policy.advantages.config import AlgoConfig
 from policy.dynamic_sampling import fill_with_informative_groups
 from policy.learner import PPOConfig, PPOLearner
 from policy.lm_policy import LMPolicy

@@ -16,14 +16,14 @@
 from imagination.bias import imagined_minus_real_return, return_after
 from imagination.branching import branchable_turns, sample_branch_points
 from imagination.config import ImaginationConfig
-from imagination.counterfactual_gigpo import CounterfactualGiGPO
-from imagination.counterfactual_groups import CounterfactualGroups, imagine_counterfactual_groups
 from imagination.dream_env import SUCCESS_REWARD, DreamEnv, DreamEnvFactory, DreamStepper, derive_seed
 from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import imagination_metrics, imagination_summary
 from imagination.mixing import budget_spent, scheduled_ratio, split_groups
 from imagination.refit import refit_and_gate
+from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
+from imagination.step_groups.groups import CounterfactualGroups, imagine_counterfactual_groups
 
 __all__ = [
     "CounterfactualGiGPO",

@@ -6,13 +6,8 @@ PPO losses and the Fabric learner.
 ``policy.losses``.
 """
 
-from policy.algorithms import (
-    ALGORITHMS,
-    AlgoConfig,
-    critic_token_advantages,
-    group_baseline_token_advantages,
-    turn_rows,
-)
+from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
+from policy.advantages.config import ALGORITHMS, AlgoConfig
 from policy.batch import TokenBatch
 from policy.config import PolicyConfig
 from policy.learner import PPOConfig, PPOLearner

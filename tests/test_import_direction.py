@@ -37,3 +37,20 @@ def test_checker_catches_a_wrong_way_import(tmp_path):
     (tmp_path / "envs" / "bad.py").write_text("from policy.losses import aggregate\n")
     (tmp_path / "policy" / "good.py").write_text("import envs.base\n")
     assert wrong_way_imports(tmp_path) == ["envs/bad.py:1 imports policy.losses"]
+
+
+def test_checker_reads_subpackages(tmp_path):
+    for package in ORDER:
+        (tmp_path / package).mkdir()
+    (tmp_path / "policy" / "advantages").mkdir()
+    (tmp_path / "policy" / "advantages" / "bad.py").write_text("from imagination.step_groups import groups\n")
+    assert wrong_way_imports(tmp_path) == ["policy/advantages/bad.py:1 imports imagination.step_groups"]
+
+
+def test_moved_modules_leave_no_shim():
+    """The estimators live in ``policy/advantages/`` and the step groups in ``imagination/step_groups/``;
+    the flat modules they came from must not come back as re-exporting shims."""
+    old = ["policy/algorithms.py", "policy/group_advantages.py", "policy/group_norm.py", "policy/fused_advantages.py",
+           "policy/fused_config.py", "policy/counterfactual_config.py", "imagination/counterfactual_gigpo.py",
+           "imagination/counterfactual_math.py", "imagination/counterfactual_groups.py", "imagination/real_branch.py"]
+    assert [path for path in old if (ROOT / path).exists()] == []

@@ -8,6 +8,9 @@ PUBLIC = {
     "policy": ["LMPolicy", "PPOLearner", "PPOConfig", "AlgoConfig", "RolloutBatch", "build_rollout_batch",
                "ValueTargets", "behaviour_clone", "build_tiny_lm"],
     "critic": ["CriticStates", "TurnCritic", "TokenCritic", "TokenCriticConfig", "gae"],
+    "policy.advantages": ["grpo_advantages", "gigpo_advantages", "hgpo_advantages", "sppo_advantages",
+                          "whiten", "broadcast_to_tokens", "normalise_in_groups", "gae"],
+    "imagination": ["CounterfactualGiGPO", "CounterfactualGroups", "imagine_counterfactual_groups"],
     "envs": ["make", "collect", "Trajectory", "Turn", "TrajectoryStore", "SampledAction", "split_seeds"],
 }
 

@@ -49,7 +49,7 @@ from experiments.benchmarks.throughput import (
     warm_started,
 )
 from experiments.seeding import derive_seed
-from policy.algorithms import group_baseline_token_advantages, turn_rows
+from policy.advantages.algorithms import group_baseline_token_advantages, turn_rows
 from policy.learner import PPOLearner
 from policy.rollout_batch import build_rollout_batch
 

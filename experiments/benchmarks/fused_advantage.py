@@ -20,7 +20,7 @@ untrained critic, the way a run starts; its explained variance on the evaluation
 
 Batches: ``--batches`` batches per group size G of ``--groups`` groups x G episodes on eval-split
 seeds (what one training iteration sees). Estimators, each computed as ``experiments/train.py``
-computes it (``policy.algorithms``, gamma 1, lambda 0.95 for the critic):
+computes it (``policy.advantages.algorithms``, gamma 1, lambda 0.95 for the critic):
 
 - ``grpo``, ``gigpo``: the group parents; ``critic``: ``ppo_turn``'s whitened turn-level GAE;
 - ``evpo``: the critic's advantage when its explained variance on the batch is positive, else GRPO's;
@@ -57,8 +57,8 @@ from envs.trajectory import Trajectory
 from experiments.benchmarks.critic_quality import NoisyExpertAgent
 from experiments.config import CriticConfig
 from experiments.seeding import derive_seed
-from policy.algorithms import AlgoConfig, critic_token_advantages, group_baseline_token_advantages, turn_rows
-from policy.fused_config import FusedConfig
+from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
+from policy.advantages.config import AlgoConfig, FusedConfig
 from world_model.turn_tokens import TurnTokenizer
 
 ENV = "hidden_number"

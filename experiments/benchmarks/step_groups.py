@@ -17,7 +17,7 @@ Over every step of the policy's episodes the table prints, per grouping:
   anchors; with ``base_group`` the episode group too); a counterfactual group always holds G + 1;
 - ``non-zero``: the share of steps with a non-zero step advantage: GiGPO's step term, HGPO's whole
   advantage (it has no separate episode term; with the base group that term is one of its levels),
-  and the real action's advantage in its counterfactual group (``imagination.counterfactual_math``).
+  and the real action's advantage in its counterfactual group (``imagination.step_groups.advantages``).
 
 Sign agreement (hidden_number only, ``--sign-states`` > 0): at real states drawn from the episodes,
 each member of the counterfactual group (the real action and the G siblings) is also played in the
@@ -30,7 +30,7 @@ and for h = 1 (one imagined turn, then the latent critic: close to the critic's 
 alternative), and Spearman's rank correlation of each with the Monte-Carlo values within groups.
 The Monte-Carlo rollouts are the real-branch oracle's cost, printed as real env steps.
 
-The real-branch oracle (``algo=real_branch_gigpo``, ``imagination.real_branch``) forms the same
+The real-branch oracle (``algo=real_branch_gigpo``, ``imagination.step_groups.real_branch``) forms the same
 groups with the same siblings (the same policy stream) in clones of the real env, then values them
 with the same latent critic: a row of the table (``extra/step``: its branch and replay steps per real
 step measured, 0 for the groupings that take no real step) and a line of the sign agreement.
@@ -64,14 +64,14 @@ from experiments.benchmarks.step_group_measures import (
 )
 from experiments.config import WorldModelOptions
 from experiments.world_model_builder import build_world_model
-from imagination.counterfactual_groups import RealActionFirst, imagine_counterfactual_groups
-from imagination.counterfactual_math import counterfactual_step_advantages
 from imagination.dream_env import derive_seed
-from imagination.real_branch import RealEnvBrancher
+from imagination.step_groups.advantages import counterfactual_step_advantages
+from imagination.step_groups.groups import RealActionFirst, imagine_counterfactual_groups
+from imagination.step_groups.real_branch import RealEnvBrancher
 from policy.advantages import gigpo_advantages, hgpo_advantages
-from policy.algorithms import AlgoConfig, turn_rows
+from policy.advantages.algorithms import turn_rows
+from policy.advantages.config import AlgoConfig, CounterfactualConfig
 from policy.config import PolicyConfig
-from policy.counterfactual_config import CounterfactualConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
 from policy.warm_start import behaviour_clone, expert_trajectories

@@ -58,7 +58,7 @@ from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.imagine import imagine_groups
 from imagination.mixing import split_groups
-from policy.algorithms import group_baseline_token_advantages, turn_rows
+from policy.advantages.algorithms import group_baseline_token_advantages, turn_rows
 from policy.batch import TokenBatch
 from policy.encode import left_pad
 from policy.learner import PPOLearner

@@ -34,8 +34,8 @@ from envs.base import Env, EnvSnapshot, SnapshotEnv, StepResult
 from envs.collect import BranchReplayError, count_env_steps
 from envs.registry import make
 from envs.trajectory import Trajectory
-from imagination.counterfactual_groups import CounterfactualGroups, play_step_groups
-from policy.algorithms import AlgoConfig
+from imagination.step_groups.groups import CounterfactualGroups, play_step_groups
+from policy.advantages.config import AlgoConfig
 from policy.lm_policy import LMPolicy
 from world_model.turn_tokens import TurnTokenizer, token_limits
 
@@ -133,7 +133,7 @@ class RealBranchEnv:
 
 
 class RealEnvBrancher:
-    """The brancher of ``algo=real_branch_gigpo`` (``imagination.counterfactual_gigpo.Brancher``).
+    """The brancher of ``algo=real_branch_gigpo`` (``imagination.step_groups.counterfactual_gigpo.Brancher``).
 
     ``observation_words`` / ``action_words``: the latent critic's word caps (None: the env's), as
     ``critic.latent_max_*_words``. The real env has no randomness of its own to seed: a call's

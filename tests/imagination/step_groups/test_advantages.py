@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from imagination.counterfactual_math import (
+from imagination.step_groups.advantages import (
     counterfactual_step_advantages,
     imagined_values,
     select_step_advantages,

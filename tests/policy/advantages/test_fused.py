@@ -2,7 +2,7 @@
 inverse-variance weights worked out by hand (or EVPO's switch).
 
 References: the brute-force GRPO / GiGPO / HGPO / turn-GAE / whitening loops of
-``tests/policy/test_algorithms.py`` (written from docs/conventions.md, no library code), on its
+``tests/policy/advantages/test_algorithms.py`` (written from docs/conventions.md, no library code), on its
 hand-built batch; the weights of the small example below are hand arithmetic in the comments.
 """
 
@@ -14,16 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.trajectory import Trajectory, Turn
-from policy.algorithms import AlgoConfig, critic_token_advantages, group_baseline_token_advantages, turn_rows
-from policy.fused_advantages import (
+from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
+from policy.advantages.config import AlgoConfig, FusedConfig
+from policy.advantages.fused import (
     fuse,
     fused_critic_weights,
     leave_one_out_group_means,
     pooled_start_variance,
 )
-from policy.fused_config import FusedConfig
-from tests.policy.references import ref_group_norm
-from tests.policy.test_algorithms import (
+from tests.policy.advantages.test_algorithms import (
     KEYS,
     RESPONSE_LENGTHS,
     SHUFFLED_KEYS,
@@ -36,6 +35,7 @@ from tests.policy.test_algorithms import (
     response_mask_for,
     token_values_for,
 )
+from tests.policy.references import ref_group_norm
 
 
 def fused_cfg(lam: float = 0.95, whiten: bool = True, **fused) -> AlgoConfig:

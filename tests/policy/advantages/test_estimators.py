@@ -11,13 +11,14 @@ from critic.targets import gae as critic_gae
 from policy.advantages import (
     broadcast_to_tokens,
     gae,
+    gigpo_advantages,
     grpo_advantages,
+    hgpo_advantages,
     normalise_in_groups,
     score_from_token_rewards,
     sppo_advantages,
     whiten,
 )
-from policy.group_advantages import gigpo_advantages, hgpo_advantages
 from policy.losses import sequence_value_loss
 from tests.policy.references import ref_group_norm
 

@@ -10,7 +10,7 @@ Each member is valued with ``imagined_values``: its imagined (shaped) rewards pl
 critic's value where it was cut off.
 
 ``play_step_groups`` is that construction for any env a factory builds; ``imagine_counterfactual_groups``
-gives it ``DreamEnv``s, the real-branch oracle (``imagination.real_branch``) clones of the real env.
+gives it ``DreamEnv``s, the real-branch oracle (``imagination.step_groups.real_branch``) clones of the real env.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from envs.agent import Agent, AgentView
 from envs.base import Env
 from envs.collect import collect
 from envs.trajectory import SampledAction, Source, Trajectory
-from imagination.counterfactual_math import imagined_values
 from imagination.dream_env import DreamEnv, DreamEnvFactory
+from imagination.step_groups.advantages import imagined_values
 from world_model.model import WorldModel
 from world_model.state import WorldState
 

@@ -4,9 +4,9 @@ GiGPO compares a real action only with the actions other rollouts happened to ta
 exact anchor observation; where no other rollout comes by (larger or aliased state spaces), its step
 term is 0. Here every real step gets a group on purpose: from the latent of its real history the
 world model plays the real action and ``G`` actions the current policy samples there, each for ``h``
-imagined turns, valued at the end by a latent critic (``imagination.counterfactual_groups``). The
+imagined turns, valued at the end by a latent critic (``imagination.step_groups.groups``). The
 real action's step advantage is its value normalised in that group of ``G + 1``; the total is GiGPO's
-``episode + omega * step`` with GiGPO's own episode term (``imagination.counterfactual_math``).
+``episode + omega * step`` with GiGPO's own episode term (``imagination.step_groups.advantages``).
 
 A row keeps GiGPO's exact-match step advantage where the world model cannot be trusted: while the
 imagination gate is closed, for rows of imagined episodes (Dyna groups, if the run has any), and at
@@ -16,7 +16,7 @@ The latent critic (the world model's tokenizer, its own encoder and value head) 
 iteration on the discounted returns of the most recent real episodes, before it values anything.
 
 Where the members are played is a seam, the ``brancher``: by default the world model
-(``WorldModelBrancher``); ``imagination.real_branch.RealEnvBrancher`` plays them in the real env
+(``WorldModelBrancher``); ``imagination.step_groups.real_branch.RealEnvBrancher`` plays them in the real env
 instead (``algo=real_branch_gigpo``, an oracle that pays for its groups in real env steps). A real
 brancher needs no gate and no fallback, and reports the real env steps it took.
 
@@ -38,19 +38,20 @@ from critic.fit import fit_turn_critic, history_states, lambda_returns, predict
 from critic.latent_critic import LatentCritic, LatentCriticConfig
 from envs.trajectory import Trajectory
 from imagination.config import ImaginationConfig
-from imagination.counterfactual_groups import (
-    CounterfactualGroups,
-    imagine_counterfactual_groups,
-    real_transition_uncertainty,
-)
-from imagination.counterfactual_math import (
+from imagination.dream_env import derive_seed
+from imagination.step_groups.advantages import (
     counterfactual_step_advantages,
     select_step_advantages,
     total_advantages,
 )
-from imagination.dream_env import derive_seed
+from imagination.step_groups.groups import (
+    CounterfactualGroups,
+    imagine_counterfactual_groups,
+    real_transition_uncertainty,
+)
 from policy.advantages import broadcast_to_tokens, gigpo_advantages
-from policy.algorithms import AlgoConfig, turn_rows
+from policy.advantages.algorithms import turn_rows
+from policy.advantages.config import AlgoConfig
 from policy.lm_policy import LMPolicy
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from world_model.model import WorldModel
@@ -68,7 +69,7 @@ class Brancher(Protocol):
     def __call__(
         self, policy: LMPolicy, critic: LatentCritic, states: list[tuple[Trajectory, int]], *, seed: int
     ) -> CounterfactualGroups:
-        """One group of ``G + 1`` members per state (``imagination.counterfactual_groups``)."""
+        """One group of ``G + 1`` members per state (``imagination.step_groups.groups``)."""
         ...
 
     def metrics(self) -> dict[str, float]:

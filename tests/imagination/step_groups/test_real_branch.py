@@ -12,12 +12,11 @@ import envs
 from envs.collect import BranchReplayError
 from envs.hidden_number import HiddenNumberEnv
 from imagination.config import ImaginationConfig
-from imagination.counterfactual_gigpo import CounterfactualGiGPO
-from imagination.counterfactual_math import counterfactual_step_advantages
-from imagination.real_branch import RealEnvBrancher, replay_snapshots
-from policy.algorithms import AlgoConfig
-from policy.counterfactual_config import CounterfactualConfig
-from tests.imagination.test_counterfactual_groups import ConstantCritic
+from imagination.step_groups.advantages import counterfactual_step_advantages
+from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
+from imagination.step_groups.real_branch import RealEnvBrancher, replay_snapshots
+from policy.advantages.config import AlgoConfig, CounterfactualConfig
+from tests.imagination.step_groups.test_groups import ConstantCritic
 
 NOISY = {"n": 8, "max_turns": 5, "noise": 0.4, "observation": "transcript"}  # a lying oracle
 SIBLING = "guess(1)"
@@ -217,6 +216,6 @@ def test_an_env_without_snapshots_is_refused(monkeypatch):
     real = envs.collect(
         envs.RandomAgent(0), "hidden_number", group_size=1, n_groups=1, seed=0, progress=False
     )
-    monkeypatch.setattr("imagination.real_branch.make", lambda name, **kwargs: Bare())
+    monkeypatch.setattr("imagination.step_groups.real_branch.make", lambda name, **kwargs: Bare())
     with pytest.raises(ValueError, match="snapshot"):
         replay_snapshots("hidden_number", {}, [(real[0], 0)])

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import envs
-from imagination.counterfactual_groups import imagine_counterfactual_groups, real_transition_uncertainty
 from imagination.dream_env import DreamStepper
+from imagination.step_groups.groups import imagine_counterfactual_groups, real_transition_uncertainty
 from tests.imagination.conftest import tiny_model
 
 SIBLING = "guess(4)"
@@ -129,7 +129,7 @@ def test_values_are_the_imagined_return_plus_the_critic_where_cut_off(monkeypatc
 
 
 def test_every_member_with_the_same_value_gives_a_zero_step_advantage(monkeypatch):
-    from imagination.counterfactual_math import counterfactual_step_advantages
+    from imagination.step_groups.advantages import counterfactual_step_advantages
 
     model, states = tiny_model("hidden_number"), real_states()
     inner = model.step

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 import envs
-import imagination.counterfactual_gigpo as glue
+import imagination.step_groups.counterfactual_gigpo as glue
 from imagination.config import ImaginationConfig
-from imagination.counterfactual_groups import CounterfactualGroups
-from imagination.counterfactual_math import counterfactual_step_advantages
+from imagination.step_groups.advantages import counterfactual_step_advantages
+from imagination.step_groups.groups import CounterfactualGroups
 from policy.advantages import gigpo_advantages
-from policy.algorithms import AlgoConfig, turn_rows
+from policy.advantages.algorithms import turn_rows
+from policy.advantages.config import AlgoConfig, CounterfactualConfig
 from policy.config import PolicyConfig
-from policy.counterfactual_config import CounterfactualConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
 from policy.rollout_batch import build_rollout_batch

@@ -1,4 +1,4 @@
-"""policy.algorithms: from a batch of trajectories to per-row token advantages, for every algorithm.
+"""policy.advantages.algorithms: from a batch of trajectories to per-row token advantages, for every algorithm.
 
 The batch below is built by hand: two episode groups, ragged trajectories (1 to 3 turns),
 trajectory ids that differ from list positions, rows of different trajectories interleaved, an
@@ -16,14 +16,13 @@ import torch
 
 from envs.trajectory import Trajectory, Turn
 from policy.advantages import gigpo_advantages, grpo_advantages, hgpo_advantages
-from policy.algorithms import (
-    ALGORITHMS,
-    AlgoConfig,
+from policy.advantages.algorithms import (
     critic_token_advantages,
     first_rows_mask,
     group_baseline_token_advantages,
     turn_rows,
 )
+from policy.advantages.config import ALGORITHMS, AlgoConfig
 from tests.policy.references import ref_group_norm
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from policy.group_norm import check_option, normalise_in_groups
+from policy.advantages.group_norm import check_option, normalise_in_groups
 
 NORM_MODES = ("mean_std_norm", "mean_norm")
 

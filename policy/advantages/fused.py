@@ -1,68 +1,12 @@
 """The critic-group fused advantage: a per-row convex mix of a critic advantage and a group advantage.
 
-Why a mix, and which weight (the bias / variance argument)
------------------------------------------------------------
-Both parents estimate the advantage ``A_t = Q(s_t, a_t) - V(s_t)`` of a sampled turn as a return
-minus a baseline, ``R - b``:
-
-- the critic parent (``ppo_turn``) uses its lambda-return ``R^lambda_t`` (which bootstraps on the
-  critic: less variance than the Monte-Carlo return, and the credit of later turns discounted by
-  ``gamma * lambda``) and ``b_c = V_phi(s_t)``, a baseline of the right state, but one that carries the
-  critic's fitting error, large early in training or off the critic's data. With
-  ``algo.whiten_advantages`` the batch mean of ``R^lambda - V`` is removed too, so a constant offset
-  of the critic costs nothing;
-- the group parent (GRPO, GiGPO, ...) uses the episode score S and the mean score of the group,
-  ``b_g``: unbiased for the value of the group's shared start state, with sampling variance
-  ``nu / (n - 1)`` for n members (``nu`` the variance of a return from that state), but for a later
-  turn a baseline of the start state, not of ``s_t``, and a score that credits every turn of the
-  episode with the whole episode's outcome.
-
-Write each parent as ``A_hat = A + e`` with error e. When the row's own return does not enter its
-baseline (hence the leave-one-out group mean below), its mean square splits as
-
-    E[(R - b)^2] = E[A^2] + E[e^2]:
-
-the signal power ``E[A^2]`` is common to both parents and the rest is each parent's error, return
-noise, credit mixing and baseline error together. For two estimates with independent errors the
-convex mix ``w A_c + (1 - w) A_g`` has error ``w^2 s_c + (1 - w)^2 s_g``, smallest at the
-inverse-variance weight
-
-    w = s_g / (s_c + s_g),   error s_c s_g / (s_c + s_g) <= min(s_c, s_g),
-
-no worse than the better parent and strictly better whenever both errors are finite and non-zero.
-Since ``R - (w b_c + (1 - w) b_g)`` is the same mix, this is also the best mix of the two baselines.
-EVPO's switch (the critic's advantage when its explained variance on the batch is positive, else
-the mean baseline) is the special case ``w in {0, 1}``, decided by the critic against the batch mean
-rather than against the group: it can do no better than the best convex weight, and it drops to the
-group parent, credit mixing included, whenever the critic's explained variance dips below zero,
-which is common early in training and with returns dominated by chance.
-
-Estimating the errors on the batch (``inverse_variance_weights``), pooled per turn index t:
-
-- ``m_c(t)``: mean over the rows at turn t of ``(R^lambda_t - V_phi(s_t))^2``, the critic parent's
-  unwhitened advantage, centred on its batch mean when it is whitened;
-- ``m_g(t)``: mean of ``(S - b_g)^2``, b_g the leave-one-out mean score of the row's episode group
-  (0 for a group of a single trajectory: GRPO's singleton rule keeps the raw score);
-- the common signal power is bounded by ``nu``, the pooled within-group variance of the Monte-Carlo
-  return from the shared start state (each trajectory's first row in the batch, the only states all
-  members provably share), which is ``E[A^2]`` plus the return's own noise;
-- ``s = max(m - nu, 0)`` for each parent and ``w = s_g / (s_c + s_g)``, 1/2 when both are 0.
-
-At t = 0 this gives ``s_g ~ nu / (n - 1)``: the leave-one-out sampling error. Subtracting ``nu`` rather
-than the unknown ``E[A^2]`` removes the same amount from both errors, which makes the weight more
-decisive than the ideal one but never moves it to the other side of 1/2. Assumptions, stated: the
-errors are independent; ``nu`` measured at the start state stands for the signal power at later
-turns; the weights come from the batch itself (per-turn pooling keeps each over many rows, but a
-tiny batch gives noisy weights).
-
-Scale and the limits
---------------------
-The fused advantage is ``w * A_critic + (1 - w) * A_group`` with each parent's advantage exactly as
-that algorithm computes it: ``A_critic`` is ``ppo_turn``'s (turn-level GAE, whitened over the batch's
-action tokens when ``algo.whiten_advantages``) and ``A_group`` the group parent's (normalised in its
-group). Both are on a unit scale, which PPO's clip range assumes, so the mix above is made on that
-common scale. ``w = 0`` is the group parent exactly and ``w = 1`` the critic parent exactly
-(``fuse``): the limits are the parents, bit for bit.
+Both parents estimate a turn's advantage as a return minus a baseline; their errors differ (the
+critic's fitting error against the group's sampling noise and credit mixing), so the mix
+``w * A_critic + (1 - w) * A_group`` with the inverse-variance weight ``w = s_g / (s_c + s_g)`` is no
+worse than the better parent. ``inverse_variance_weights`` estimates the two errors on the batch,
+per turn index; ``evpo`` is the special case ``w in {0, 1}``. Both parents are on a unit scale, and
+``w = 0`` / ``w = 1`` give the group / critic parent bit for bit (``fuse``). The derivation and its
+assumptions are in ``docs/fused_advantage_derivation.md``.
 """
 
 from __future__ import annotations
@@ -71,8 +15,8 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from policy.fused_config import FusedConfig
-from policy.group_norm import group_index
+from policy.advantages.config import FusedConfig
+from policy.advantages.group_norm import group_index
 
 
 def leave_one_out_group_means(

@@ -12,7 +12,7 @@ functions (no registry):
 - ``ppo_token``: token-level GAE over each trajectory's action tokens, turn rewards placed on each
   turn's last action token, bootstrapping through the turns.
 - ``fused``: a per-row mix of ``ppo_turn``'s critic advantage and a group parent's advantage
-  (``policy.fused_advantages``), weighted by each baseline's estimated error variance or EVPO's switch.
+  (``policy.advantages.fused``), weighted by each baseline's estimated error variance or EVPO's switch.
 - ``sppo``: sequence-level PPO, ``A = R - V`` with ``V = sigmoid(logit)`` the critic's value of the
   episode's first state, the same advantage on every turn of the episode.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -39,82 +39,8 @@ from policy.advantages import (
     sppo_advantages,
     whiten,
 )
-from policy.counterfactual_config import CounterfactualConfig
-from policy.fused_advantages import fuse, fused_critic_weights
-from policy.fused_config import FusedConfig
-from policy.learner import PPOConfig
-
-ALGORITHMS = ("ppo_token", "ppo_turn", "sppo", "grpo", "drgrpo", "gigpo", "hgpo", "counterfactual_gigpo",
-              "real_branch_gigpo", "fused")
-VALUE_LEVEL = {"ppo_token": "token", "ppo_turn": "turn", "sppo": "sequence", "fused": "turn"}  # the critic-based ones
-
-
-@dataclass
-class AlgoConfig:
-    name: str = "gigpo"
-    """One of ppo_token, ppo_turn, sppo, grpo, drgrpo, gigpo, hgpo, counterfactual_gigpo, real_branch_gigpo, fused."""
-    gamma: float = 0.95
-    """Discount: of step returns (GiGPO/HGPO) or of GAE (PPO)."""
-    lam: float = 1.0
-    """GAE lambda (PPO only)."""
-    whiten_advantages: bool = True
-    """PPO only: whiten advantages over the batch's action tokens (verl's GAE default)."""
-    norm_by_std: bool = True
-    """GRPO: divide by the group std (False is Dr. GRPO)."""
-    episode_stats: str = "rows"
-    """Group statistics over step rows (verl-agent default; longer episodes weigh more) or 'trajectories'."""
-    omega: float = 1.0
-    """GiGPO: weight of the step advantage."""
-    mode: str = "mean_std_norm"
-    """GiGPO/HGPO: 'mean_std_norm' or 'mean_norm'."""
-    history_levels: int = 2
-    """HGPO: K, the deepest history context is K + 1 anchors."""
-    alpha: float = 1.0
-    """HGPO: level weight exponent, (k + 1) ** alpha."""
-    base_group: bool = False
-    """HGPO: add the episode-level group as level 0."""
-    invalid_action_penalty: float = 0.1
-    """Subtracted from the reward of every turn whose action did not parse (verl-agent's format
-    penalty): without it a malformed action costs only a lost turn, too weak a signal to unlearn."""
-    dynamic_sampling: bool = False
-    """Drop groups whose env returns are all equal and resample (bounded by max_resample_rounds). The
-    decision uses the env's returns, as DAPO does, not the invalid-action-shaped scores."""
-    max_resample_rounds: int = 3
-    """Dynamic sampling: the most extra collection rounds per iteration."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    """The clipped-update settings shared by every algorithm."""
-    fused: FusedConfig = field(default_factory=FusedConfig)
-    """fused: the group parent and how the critic's weight is chosen (``policy.fused_config``)."""
-    counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
-    """counterfactual_gigpo: step groups imagined by the world model (``imagination.counterfactual_gigpo``);
-    real_branch_gigpo: the same groups played in the real env (``imagination.real_branch``)."""
-
-    def __post_init__(self) -> None:
-        if self.name not in ALGORITHMS:
-            raise ValueError(f"algo.name must be one of {ALGORITHMS}, got {self.name!r}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"algo.gamma must be in [0, 1], got {self.gamma}")
-        if not 0.0 <= self.lam <= 1.0:
-            raise ValueError(f"algo.lam must be in [0, 1], got {self.lam}")
-        if self.episode_stats not in ("rows", "trajectories"):
-            raise ValueError(f"algo.episode_stats must be 'rows' or 'trajectories', got {self.episode_stats!r}")
-        if self.mode not in ("mean_std_norm", "mean_norm"):
-            raise ValueError(f"algo.mode must be 'mean_std_norm' or 'mean_norm', got {self.mode!r}")
-        if self.history_levels < 0:
-            raise ValueError(f"algo.history_levels must be >= 0, got {self.history_levels}")
-        if self.invalid_action_penalty < 0:
-            raise ValueError(f"algo.invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}")
-        if self.max_resample_rounds < 0:
-            raise ValueError(f"algo.max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
-
-    @property
-    def uses_critic(self) -> bool:
-        return self.name in VALUE_LEVEL
-
-    @property
-    def value_level(self) -> str | None:
-        """What the critic values for this algorithm: ``token``, ``turn``, ``sequence``, or None."""
-        return VALUE_LEVEL.get(self.name)
+from policy.advantages.config import AlgoConfig
+from policy.advantages.fused import fuse, fused_critic_weights
 
 
 @dataclass
@@ -260,7 +186,7 @@ def fused_token_advantages(
     """``algo=fused``: ``w * A_ppo_turn + (1 - w) * A_group`` per row (B, L), and the critic's (B,) targets.
 
     Both parents are computed exactly as their own algorithms compute them from the same ``cfg``; the
-    critic's weight w per row comes from ``cfg.fused`` (``policy.fused_advantages.fused_critic_weights``),
+    critic's weight w per row comes from ``cfg.fused`` (``policy.advantages.fused.fused_critic_weights``),
     fed with the critic's lambda-returns and ``values``, and Monte-Carlo returns-to-go (GAE with lambda = 1,
     bootstrapped at truncations) for the start-state return variance.
     """
