@@ -18,6 +18,7 @@ from torch import nn
 from transformers import LlamaConfig, LlamaModel
 
 from critic.base import CriticStates
+from envs.token_positions import position_ids_for
 
 
 @dataclass
@@ -52,12 +53,6 @@ class TokenCriticConfig:
             raise ValueError(
                 f"TokenCriticConfig.hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})"
             )
-
-
-def position_ids_for(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions that start at 0 on each row's first real token, so left padding changes nothing."""
-    positions = attention_mask.long().cumsum(dim=-1) - 1  # (B, L)
-    return positions.clamp(min=0)
 
 
 class TokenCritic(nn.Module, PyTorchModelHubMixin):

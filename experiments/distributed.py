@@ -27,9 +27,9 @@ import torch.distributed as dist
 from lightning.fabric import Fabric
 
 from envs.collect import EnvFailure
+from envs.seeding import derive_seed
 from envs.store import record_to_trajectory, trajectory_to_record
 from envs.trajectory import SampledAction, Trajectory
-from experiments.seeding import derive_seed
 from imagination.imagine import ImaginedGroups
 from policy.value_targets import ValueTargets
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from envs.agent import Agent
 from envs.collect import collect
+from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
-from experiments.seeding import derive_seed
 
 
 @dataclass

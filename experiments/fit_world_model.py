@@ -23,10 +23,10 @@ import hydra
 from omegaconf import DictConfig
 
 from envs import ExpertAgent, RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps, make
+from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
-from experiments.seeding import derive_seed
 from experiments.world_model_builder import build_world_model
 from world_model.lightning_module import fit_world_model
 

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
 from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_steps, make
+from envs.seeding import derive_seed, seed_global_rngs
 from envs.splits import split_seeds
 from experiments.checkpoint import Checkpoint, save_checkpoint
 from experiments.config import Resolved, register_configs, validate
@@ -67,7 +68,6 @@ from experiments.resume import (
     resume_from,
     trajectories_by_id,
 )
-from experiments.seeding import derive_seed, seed_global_rngs
 from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_start_inputs
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points

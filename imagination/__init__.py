@@ -16,7 +16,7 @@
 from imagination.bias import imagined_minus_real_return, return_after
 from imagination.branching import branchable_turns, sample_branch_points
 from imagination.config import ImaginationConfig
-from imagination.dream_env import SUCCESS_REWARD, DreamEnv, DreamEnvFactory, DreamStepper, derive_seed
+from imagination.dream_env import SUCCESS_REWARD, DreamEnv, DreamEnvFactory, DreamStepper
 from imagination.gate import ImaginationGate
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import imagination_metrics, imagination_summary
@@ -37,7 +37,6 @@ __all__ = [
     "SUCCESS_REWARD",
     "branchable_turns",
     "budget_spent",
-    "derive_seed",
     "imagination_metrics",
     "imagination_summary",
     "imagine_counterfactual_groups",

@@ -20,7 +20,6 @@ env's ``batch_stepper``). :class:`DreamEnvFactory` builds envs sharing one stepp
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ import torch
 
 from envs.base import EpisodeDoneError, StepResult, ensure_not_done
 from envs.registry import action_validator, make
+from envs.seeding import derive_seed_63bit
 from envs.sokoban import BOX_ON_TARGET_REWARD, FINISHED_REWARD, STEP_PENALTY
 from envs.trajectory import Trajectory
 from world_model import Predictions, WorldModel, WorldState
@@ -41,12 +41,6 @@ SUCCESS_REWARD: dict[str, float] = {
     "sokoban": STEP_PENALTY + BOX_ON_TARGET_REWARD + FINISHED_REWARD / 2,
     "minishop": 0.9,  # success is a purchase scoring 1.0; the next best scores 0.8
 }
-
-
-def derive_seed(*parts: object) -> int:
-    """A 63-bit seed from ``parts`` (their ``repr``), equal across runs and platforms."""
-    digest = hashlib.sha256(repr(parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
 
 
 class DreamStepper:
@@ -143,7 +137,7 @@ class DreamEnv:
 
     Randomness: a ``DreamEnv`` built without ``stepper`` gets a private :class:`DreamStepper`
     seeded from ``seed`` and reseeded at every ``reset`` / ``start_from`` with
-    ``derive_seed(seed, start)``, so it is a fixed function of (seed, start, actions), like a real
+    ``derive_seed_63bit(seed, start)``, so it is a fixed function of (seed, start, actions), like a real
     env of its seed. Given a shared ``stepper`` (leave ``seed`` and ``greedy`` unset), the stepper's
     generator is never reseeded by an env; see :class:`DreamStepper`.
     """
@@ -210,7 +204,7 @@ class DreamEnv:
         """Start from the real first observation of ``seed`` (no env step is taken)."""
         observation = self._real.reset(seed)
         if self._private:
-            self.batch_stepper.reseed(derive_seed(self.seed, "reset", int(seed)))
+            self.batch_stepper.reseed(derive_seed_63bit(self.seed, "reset", int(seed)))
         self._begin(self.batch_stepper.fold(observation), turn=0)
         return observation
 
@@ -237,7 +231,7 @@ class DreamEnv:
         turns = [(turn.action, turn.next_observation) for turn in prefix]
         state = self.batch_stepper.fold(first, turns)
         if self._private:
-            self.batch_stepper.reseed(derive_seed(self.seed, "branch", trajectory.seed, first, turns))
+            self.batch_stepper.reseed(derive_seed_63bit(self.seed, "branch", trajectory.seed, first, turns))
         self._begin(state, turn=k)
         return prefix[-1].next_observation if prefix else first
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from policy.categorical import draw_categorical
-from policy.logprobs import position_ids_for
+from envs.token_positions import position_ids_for
+from world_model.sampling import draw_categorical
 
 _CACHE_KEYWORDS: dict[type, str] = {}  # model class -> the name of its forward's cache argument
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from critic.token_critic import position_ids_for  # one definition, shared with the critic
-
-__all__ = ["position_ids_for", "token_logprobs"]
+from envs.token_positions import position_ids_for
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

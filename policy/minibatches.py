@@ -9,7 +9,7 @@ pass like a real one. Two levers, both pure index arithmetic here:
   stays random (a row's bucket-mates are drawn afresh every epoch). ``length_buckets=0`` is the plain
   shuffle: one random permutation per epoch, cut in order.
 - **Trimming.** A minibatch drops its leading columns that are padding in every row, so it is as wide
-  as its longest row. Positions come from the attention mask (``policy.logprobs.position_ids_for``)
+  as its longest row. Positions come from the attention mask (``envs.token_positions.position_ids_for``)
   and padding is masked out of attention and of every loss, so the values are the same; only float
   rounding may move.
 """

@@ -38,8 +38,9 @@ import torch
 from lightning.fabric import Fabric
 
 from envs import Trajectory, collect
+from envs.seeding import derive_seed
 from envs.splits import split_seeds
-from experiments.benchmarks.throughput import (
+from experiments.benchmarks.harness import (
     Settings,
     bare_sample,
     num_threads,
@@ -48,7 +49,6 @@ from experiments.benchmarks.throughput import (
     timed,
     warm_started,
 )
-from experiments.seeding import derive_seed
 from policy.advantages.algorithms import group_baseline_token_advantages, turn_rows
 from policy.learner import PPOLearner
 from policy.rollout_batch import build_rollout_batch

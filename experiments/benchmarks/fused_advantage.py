@@ -52,11 +52,11 @@ from critic import LatentCritic, LatentCriticConfig
 from critic.fit import explained_variance, fit_turn_critic, history_states, lambda_returns, predict
 from envs.collect import collect
 from envs.registry import make
+from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
 from experiments.benchmarks.critic_quality import NoisyExpertAgent
 from experiments.config import CriticConfig
-from experiments.seeding import derive_seed
 from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
 from policy.advantages.config import AlgoConfig, FusedConfig
 from world_model.turn_tokens import TurnTokenizer

@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 from critic.fit import fit_turn_critic, history_states, lambda_returns
 from critic.latent_critic import LatentCritic, LatentCriticConfig
 from envs import Trajectory, collect, count_env_steps, make
+from envs.seeding import derive_seed_63bit
 from envs.splits import split_seeds
 from experiments.benchmarks.step_group_measures import (
     exact_match_group_sizes,
@@ -64,7 +65,6 @@ from experiments.benchmarks.step_group_measures import (
 )
 from experiments.config import WorldModelOptions
 from experiments.world_model_builder import build_world_model
-from imagination.dream_env import derive_seed
 from imagination.step_groups.advantages import counterfactual_step_advantages
 from imagination.step_groups.groups import RealActionFirst, imagine_counterfactual_groups
 from imagination.step_groups.real_branch import RealEnvBrancher
@@ -100,22 +100,22 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
     env = make(env_name, **kwargs)
     tokenizer = build_tiny_tokenizer(env.vocabulary())
     policy = LMPolicy(
-        build_tiny_lm(POLICY, tokenizer, seed=derive_seed(seed, "policy")),
+        build_tiny_lm(POLICY, tokenizer, seed=derive_seed_63bit(seed, "policy")),
         tokenizer,
         POLICY,
-        seed=derive_seed(seed, "sampling"),
+        seed=derive_seed_63bit(seed, "sampling"),
     )
     experts = expert_trajectories(
         env_name,
         env_kwargs=kwargs,
-        seeds=split_seeds(env_name, kwargs, "train", seed=derive_seed(seed, "expert"), count=args.experts),
+        seeds=split_seeds(env_name, kwargs, "train", seed=derive_seed_63bit(seed, "expert"), count=args.experts),
     )
     behaviour_clone(
         policy,
         experts,
         max_steps=args.bc_steps,
         batch_size=32,
-        seed=derive_seed(seed, "clone"),
+        seed=derive_seed_63bit(seed, "clone"),
         progress=False,
     )
     episodes = collect(
@@ -125,7 +125,7 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
         group_size=args.group_size,
         progress=False,
         group_seeds=split_seeds(
-            env_name, kwargs, "train", seed=derive_seed(seed, "groups"), count=args.groups
+            env_name, kwargs, "train", seed=derive_seed_63bit(seed, "groups"), count=args.groups
         ),
     )
     words = args.minishop_words if env_name == "minishop" else None
@@ -134,7 +134,7 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
         env_name,
         kwargs,
         env.vocabulary(),
-        seed=derive_seed(seed, "world-model"),
+        seed=derive_seed_63bit(seed, "world-model"),
     )
     fit_world_model(
         experts + episodes,
@@ -142,7 +142,7 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
         world_model,
         max_steps=args.wm_steps,
         batch_size=16,
-        seed=derive_seed(seed, "world-model-fit"),
+        seed=derive_seed_63bit(seed, "world-model-fit"),
     )
     world_model.eval()
     critic = LatentCritic(
@@ -150,7 +150,7 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
             world_model.tokenizer, latent_size=64, embed_size=32, feature_size=64
         ),
         world_model.tokenizer,
-        seed=derive_seed(seed, "critic"),
+        seed=derive_seed_63bit(seed, "critic"),
     )
     data = experts + episodes
     fit_turn_critic(
@@ -158,7 +158,7 @@ def trained_pieces(env_name: str, kwargs: dict[str, Any], args: argparse.Namespa
         history_states(data),
         lambda_returns(data, gamma=GAMMA, invalid_penalty=PENALTY),
         steps=args.critic_steps,
-        seed=derive_seed(seed, "critic-fit"),
+        seed=derive_seed_63bit(seed, "critic-fit"),
     )
     return policy, episodes, world_model, critic
 
@@ -265,14 +265,14 @@ def monte_carlo_values(
 
 def sign_report(policy, world_model, critic, env_name, kwargs, episodes, args) -> list[str]:
     """Sign agreement of counterfactual advantages with the real env's Monte-Carlo ones."""
-    rng = random.Random(derive_seed(args.seed, "sign-states"))
+    rng = random.Random(derive_seed_63bit(args.seed, "sign-states"))
     pool = [(trajectory, t) for trajectory in episodes for t in range(trajectory.num_turns)]
     states = rng.sample(pool, min(args.sign_states, len(pool)))
     lines = []
     first = None
     for label, horizon in ((f"counterfactual h={args.horizon}", args.horizon), ("critic lookahead h=1", 1)):
         groups = imagine_counterfactual_groups(
-            policy.with_seed(derive_seed(args.seed, "sign-siblings")),
+            policy.with_seed(derive_seed_63bit(args.seed, "sign-siblings")),
             world_model,
             critic,
             env_name,
@@ -281,7 +281,7 @@ def sign_report(policy, world_model, critic, env_name, kwargs, episodes, args) -
             siblings=args.siblings,
             horizon=horizon,
             gamma=GAMMA,
-            seed=derive_seed(args.seed, "sign-dream"),
+            seed=derive_seed_63bit(args.seed, "sign-dream"),
             invalid_action_penalty=PENALTY,
         )  # the same policy stream: the same siblings at both horizons
         actions = [
@@ -306,7 +306,7 @@ def sign_report(policy, world_model, critic, env_name, kwargs, episodes, args) -
     # The oracle: the same siblings (the same stream), played h turns in clones of the real env.
     oracle = real_brancher(env_name, kwargs, args, args.horizon)
     label = f"real-branch oracle h={args.horizon}"
-    groups = oracle(policy.with_seed(derive_seed(args.seed, "sign-siblings")), critic, states, seed=0)
+    groups = oracle(policy.with_seed(derive_seed_63bit(args.seed, "sign-siblings")), critic, states, seed=0)
     actions = [
         [m.turns[t].action for m in members] for (_, t), members in zip(states, groups.members, strict=True)
     ]
@@ -366,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         policy, episodes, world_model, critic = trained_pieces(env_name, kwargs, args)
         states = [(trajectory, t) for trajectory in episodes for t in range(trajectory.num_turns)]
         groups = imagine_counterfactual_groups(
-            policy.with_seed(derive_seed(args.seed, "siblings")),
+            policy.with_seed(derive_seed_63bit(args.seed, "siblings")),
             world_model,
             critic,
             env_name,
@@ -375,11 +375,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             siblings=args.siblings,
             horizon=args.horizon,
             gamma=GAMMA,
-            seed=derive_seed(args.seed, "dream"),
+            seed=derive_seed_63bit(args.seed, "dream"),
             invalid_action_penalty=PENALTY,
         )
         oracle = real_brancher(env_name, kwargs, args, args.horizon)  # the same siblings, in the real env
-        branched = oracle(policy.with_seed(derive_seed(args.seed, "siblings")), critic, states, seed=0)
+        branched = oracle(policy.with_seed(derive_seed_63bit(args.seed, "siblings")), critic, states, seed=0)
         oracle_cost = oracle.metrics()["oracle/env_steps"]
         success = sum(t.success for t in episodes) / len(episodes)
         for name, non_singleton, non_zero, extra in coverage(

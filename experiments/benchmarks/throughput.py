@@ -40,10 +40,8 @@ import dataclasses
 import inspect
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,50 +49,34 @@ import torch
 import torch.nn.functional as F
 from lightning.fabric import Fabric
 
-from envs import Trajectory, collect, count_env_steps, make
+from envs import Trajectory, collect, count_env_steps
+from envs.seeding import derive_seed
 from envs.splits import split_seeds
-from experiments.seeding import derive_seed, seed_global_rngs
+from envs.token_positions import position_ids_for
+from experiments.benchmarks.harness import (
+    Settings,
+    bare_sample,
+    num_threads,
+    prompts_by_turn,
+    stderr_progress,
+    timed,
+    warm_started,
+)
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.imagine import imagine_groups
 from imagination.mixing import split_groups
 from policy.advantages.algorithms import group_baseline_token_advantages, turn_rows
 from policy.batch import TokenBatch
-from policy.encode import left_pad
 from policy.learner import PPOLearner
-from policy.logprobs import position_ids_for
 from policy.minibatches import minibatch_indices, padding_columns
 from policy.rollout_batch import build_rollout_batch
-from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model.lightning_module import fit_world_model
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 FIGURES = ("update tok/s", "collection steps/s", "imagination steps/s")
 """One table row per figure and thread count; the imagination row's reference is real collection."""
 UPDATE_BEFORE = "update new / before"
 """Not a table row: the update phase (reverie) against its earlier full-width, recomputing path (reference)."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    experiment: str = "quick"
-    threads: tuple[int, ...] = (1, 2)
-    repeats: int = 3
-    clone_steps: int = 60
-    """Behaviour-cloning steps of the warm start (the preset stops cloning at about 0.5 success)."""
-    groups: int | None = None
-    """Groups per collection; None: the preset's ``groups_per_iteration``."""
-    fit_steps: int = 40
-    """World-model fit steps on the expert episodes before imagining; 0 leaves it untrained."""
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.repeats < 1:
-            raise ValueError(f"--repeats must be >= 1, got {self.repeats}")
-        if not self.threads or min(self.threads) < 1:
-            raise ValueError(f"--threads must be >= 1, got {self.threads}")
-        if self.groups is not None and self.groups < 1:
-            raise ValueError(f"--groups must be >= 1, got {self.groups}")
 
 
 QUICK = Settings(repeats=2, clone_steps=10, groups=2, fit_steps=0)
@@ -171,90 +153,6 @@ class Result:
     """Per thread count, the policy's ``act`` share of each timed imagination call."""
 
 
-def compose_run(experiment: str, seed: int):
-    """The resolved training config of ``experiment=...`` as ``experiments.train`` would see it."""
-    from hydra import compose, initialize_config_dir
-
-    from experiments.config import register_configs, validate
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose(config_name="train", overrides=[f"experiment={experiment}", f"seed={seed}"])
-    return validate(cfg)
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-@contextmanager
-def num_threads(n: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def bare_sample(
-    model: torch.nn.Module,
-    prompts: list[list[int]],
-    *,
-    pad: int,
-    eos: int,
-    max_tokens: int,
-    temperature: float,
-    generator: torch.Generator,
-    cache_key: str = "past_key_values",
-) -> int:
-    """The minimal KV-cache sampling loop: prefill, then one token per row per step until all rows hit EOS.
-
-    Returns the decode steps taken. Nothing is tokenised or decoded; finished rows keep decoding.
-    ``cache_key``: the name of the model's cache argument (``past_key_values``, ``cache`` in newer
-    transformers), looked up once by the caller.
-    """
-    input_ids, mask = left_pad(prompts, pad)  # (B, P)
-    positions = position_ids_for(mask)  # (B, P)
-    out = model(
-        input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
-    )
-    cache, logits = out[cache_key], out.logits[:, -1]  # logits (B, V)
-    finished = torch.zeros(len(prompts), dtype=torch.bool)
-    next_position = positions[:, -1:] + 1  # (B, 1)
-    for step in range(max_tokens):
-        token = torch.multinomial(F.softmax(logits / temperature, dim=-1), 1, generator=generator)  # (B, 1)
-        finished |= token[:, 0] == eos
-        if bool(finished.all()) or step == max_tokens - 1:
-            return step + 1
-        mask = torch.cat([mask, mask.new_ones((len(prompts), 1))], dim=1)  # (B, P+step+1)
-        out = model(
-            input_ids=token,
-            attention_mask=mask,
-            position_ids=next_position,
-            use_cache=True,
-            logits_to_keep=1,
-            **{cache_key: cache},
-        )
-        cache, logits = out[cache_key], out.logits[:, -1]
-        next_position = next_position + 1
-    return max_tokens
-
-
-def prompts_by_turn(trajectories: Sequence[Trajectory]) -> list[list[list[int]]]:
-    """The prompt ids of every sampled turn, one list per turn index: what each ``act`` call of a
-    lock-step collection (all episodes starting together) was given."""
-    batches: list[list[list[int]]] = []
-    for trajectory in trajectories:
-        for t, turn in enumerate(trajectory.turns):
-            if len(batches) <= t:
-                batches.append([])
-            batches[t].append(list(turn.sample.prompt_ids))
-    return batches
-
-
 def action_lengths_by_turn(trajectories: Sequence[Trajectory]) -> list[list[int]]:
     """The sampled action lengths, one list per turn index (per ``act`` call, as ``prompts_by_turn``)."""
     lengths: list[list[int]] = []
@@ -311,52 +209,10 @@ class MethodClock:
         return wrapper
 
 
-def stderr_progress() -> Callable[[str], None]:
-    """Progress lines on stderr with the seconds since the benchmark started."""
-    start = time.perf_counter()
-    return lambda text: print(f"[{time.perf_counter() - start:6.1f} s] {text}", file=sys.stderr, flush=True)
-
-
-def run(settings: Settings = Settings(), progress: Callable[[str], None] | None = None) -> Result:
+def run(settings: Settings = Settings(), progress: Callable[[str], None] | None = None) -> Result:  # noqa: B008
     """Build the batches, then time every figure; torch's thread count is restored afterwards."""
     with num_threads(torch.get_num_threads()):  # each phase sets its own count; the caller's comes back
         return _measure(settings, progress or stderr_progress())
-
-
-def warm_started(settings: Settings, progress: Callable[[str], None]):
-    """``(run config, env, policy, expert episodes)``: the preset's policy after a short behaviour clone,
-    built with the training loop's own builder; torch is left on one thread."""
-    run_cfg = compose_run(settings.experiment, settings.seed)
-    trainer, env_kwargs, env_name, seed = (
-        run_cfg.trainer,
-        dict(run_cfg.env.kwargs),
-        run_cfg.env.name,
-        run_cfg.seed,
-    )
-    env = make(env_name, **env_kwargs)
-    seed_global_rngs(derive_seed(seed, "global"))
-    torch.set_num_threads(1)
-
-    from experiments.train import build_policy  # the training loop's own builder
-
-    policy = build_policy(run_cfg, env.vocabulary())
-    experts = expert_trajectories(
-        env_name,
-        seeds=split_seeds(env_name, env_kwargs, "train", seed=seed, count=64),
-        env_kwargs=env_kwargs,
-        max_turns=trainer.max_turns,
-    )
-    progress(f"warm start: {settings.clone_steps} behaviour-cloning steps on {len(experts)} expert episodes")
-    behaviour_clone(
-        policy,
-        experts,
-        lr=trainer.warm_start.lr,
-        batch_size=trainer.warm_start.batch_size,
-        max_steps=settings.clone_steps,
-        seed=derive_seed(seed, "clone"),
-        progress=False,
-    )
-    return run_cfg, env, policy, experts
 
 
 def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:

@@ -36,9 +36,9 @@ import torch
 
 from critic.fit import fit_turn_critic, history_states, lambda_returns, predict
 from critic.latent_critic import LatentCritic, LatentCriticConfig
+from envs.seeding import derive_seed_63bit
 from envs.trajectory import Trajectory
 from imagination.config import ImaginationConfig
-from imagination.dream_env import derive_seed
 from imagination.step_groups.advantages import (
     counterfactual_step_advantages,
     select_step_advantages,
@@ -158,7 +158,7 @@ class CounterfactualGiGPO:
         self.critic = LatentCritic(
             LatentCriticConfig.for_tokenizer(tokenizer, **critic_options),
             tokenizer,
-            seed=derive_seed(seed, "critic-init"),
+            seed=derive_seed_63bit(seed, "critic-init"),
         )
         self.recent: deque[Trajectory] = deque(maxlen=self.options.critic_trajectories)
 
@@ -181,7 +181,7 @@ class CounterfactualGiGPO:
             steps=self.options.critic_fit_steps,
             batch_size=self.options.critic_batch_size,
             lr=self.options.critic_lr,
-            seed=derive_seed(self.seed, "critic-fit", iteration),
+            seed=derive_seed_63bit(self.seed, "critic-fit", iteration),
         )
         return sum(losses) / len(losses)
 
@@ -222,10 +222,10 @@ class CounterfactualGiGPO:
         brancher_metrics: dict[str, float] = {}
         if (gate_open or self.brancher.real_env) and states:  # the real env needs no gate
             groups = self.brancher(
-                policy.with_seed(derive_seed(self.seed, "siblings", iteration)),
+                policy.with_seed(derive_seed_63bit(self.seed, "siblings", iteration)),
                 self.critic,
                 states,
-                seed=derive_seed(self.seed, "dream", iteration),
+                seed=derive_seed_63bit(self.seed, "dream", iteration),
             )
             brancher_metrics = self.brancher.metrics()
             member_advantages = counterfactual_step_advantages(groups.values, mode=algo.mode)  # (R, G + 1)

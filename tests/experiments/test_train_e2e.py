@@ -155,7 +155,7 @@ def parameter_change(run_dir: Path) -> tuple[float, float]:
     0.15 of the distance here), so a wrong reconstruction could not pass as "changed".
     """
     from envs.registry import make
-    from experiments.seeding import derive_seed
+    from envs.seeding import derive_seed
     from policy.config import PolicyConfig
     from policy.model import build_tiny_lm, build_tiny_tokenizer
 

@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.batch import TokenBatch
-from policy.categorical import draw_categorical
 from policy.config import PolicyConfig
 from policy.encode import encode_prompts, left_pad
 from policy.kv_sampling import cache_keyword, sample_with_cache
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from tests.policy.fake_envs import WORDS
+from world_model.sampling import draw_categorical
 
 TOKENIZER = build_tiny_tokenizer(WORDS)
 EOS, PAD = TOKENIZER.eos_token_id, TOKENIZER.pad_token_id

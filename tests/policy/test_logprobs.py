@@ -1,7 +1,8 @@
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from policy.logprobs import position_ids_for, token_logprobs
+from envs.token_positions import position_ids_for
+from policy.logprobs import token_logprobs
 
 
 def tiny_lm(vocab: int = 11) -> LlamaForCausalLM:

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from world_model.sampling import inverse_cdf_sample
+from world_model.sampling import draw_categorical, inverse_cdf_sample
 
 
 def draws(weights: list[float], count: int, seed: int) -> torch.Tensor:
@@ -46,3 +46,15 @@ def test_a_single_positive_weight_is_always_drawn_and_bad_shapes_are_refused():
 def test_a_zero_weight_is_never_drawn(weights, seed):
     picked = draws(weights, 200, seed=seed)
     assert all(weights[i] > 0 for i in picked.tolist())
+
+
+def test_the_boundary_rule_is_the_policys():
+    """The world model draws with the policy's primitive, whose rule at a tie is "the first running
+    sum reaching the target" (>=). Before the two samplers became one, the world model took the first
+    running sum *above* it, so a draw landing exactly on a running sum moved one index down; away from
+    ties (every draw of 512k random mixtures checked when they merged) nothing changed."""
+    weights = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    assert draw_categorical(weights, torch.tensor([0.5])).tolist() == [1]  # target 2.0 = running sum at 1
+    assert draw_categorical(weights, torch.tensor([0.25])).tolist() == [0]  # target 1.0 = running sum at 0
+    # u = 0 gives target 0; a leading zero weight is still never drawn.
+    assert draw_categorical(torch.tensor([[0.0, 0.0, 2.0, 1.0]]), torch.tensor([0.0])).tolist() == [2]
