@@ -37,12 +37,12 @@ from pathlib import Path
 import torch
 from lightning.fabric import Fabric
 
-from envs import Trajectory, collect
 from envs.seeding import derive_seed
-from envs.splits import split_seeds
 from experiments.benchmarks.harness import (
     Settings,
     bare_sample,
+    collect_groups,
+    iteration_seeds,
     num_threads,
     prompts_by_turn,
     stderr_progress,
@@ -141,27 +141,12 @@ def measure(settings: Settings, batches: int, progress: Callable[[str], None] | 
     """``{(figure, threads): Timing}`` plus the batches' shapes and minibatch steps per update."""
     progress = progress or stderr_progress()
     run_cfg, env, policy, _ = warm_started(settings, progress)
-    trainer, algo, env_kwargs = run_cfg.trainer, run_cfg.algo, dict(run_cfg.env.kwargs)
-    env_name, seed = run_cfg.env.name, run_cfg.seed
+    trainer, algo, seed = run_cfg.trainer, run_cfg.algo, run_cfg.seed
     groups = settings.groups or trainer.groups_per_iteration
 
     from experiments.train import learner_config  # the training loop's own builder
 
-    def collect_iteration(iteration: int) -> list[Trajectory]:
-        seeds = split_seeds(
-            env_name, env_kwargs, "train", seed=derive_seed(seed, "train", iteration, 0), count=groups
-        )
-        return collect(
-            policy,
-            env_name,
-            env_kwargs=env_kwargs,
-            group_size=trainer.group_size,
-            max_turns=trainer.max_turns,
-            group_seeds=seeds,
-            progress=False,
-        )
-
-    collections = [collect_iteration(i + 1) for i in range(batches)]
+    collections = [collect_groups(run_cfg, policy, iteration_seeds(run_cfg, groups, i + 1)) for i in range(batches)]
     updates = []  # (tokens, advantages, weights) per batch, as the training loop hands them to the learner
     for trajectories in collections:
         batch = build_rollout_batch(trajectories, pad_id=policy.pad_token_id)

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from envs import Trajectory, make
+from envs import Trajectory, collect, make
 from envs.seeding import derive_seed, seed_global_rngs
 from envs.splits import split_seeds
 from envs.token_positions import position_ids_for
@@ -171,3 +171,24 @@ def warm_started(settings: Settings, progress: Callable[[str], None]):
         progress=False,
     )
     return run_cfg, env, policy, experts
+
+
+def iteration_seeds(run_cfg, groups: int, iteration: int) -> list[int]:
+    """The env seeds of training iteration ``iteration``'s ``groups`` groups, as the training loop draws them."""
+    env_kwargs = dict(run_cfg.env.kwargs)
+    seed = derive_seed(run_cfg.seed, "train", iteration, 0)
+    return split_seeds(run_cfg.env.name, env_kwargs, "train", seed=seed, count=groups)
+
+
+def collect_groups(run_cfg, policy, group_seeds: Sequence[int]) -> list[Trajectory]:
+    """One lock-step collection of the preset's groups from ``group_seeds`` (no progress bar)."""
+    trainer = run_cfg.trainer
+    return collect(
+        policy,
+        run_cfg.env.name,
+        env_kwargs=dict(run_cfg.env.kwargs),
+        group_size=trainer.group_size,
+        max_turns=trainer.max_turns,
+        group_seeds=group_seeds,
+        progress=False,
+    )

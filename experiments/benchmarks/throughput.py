@@ -49,13 +49,14 @@ import torch
 import torch.nn.functional as F
 from lightning.fabric import Fabric
 
-from envs import Trajectory, collect, count_env_steps
+from envs import Trajectory, count_env_steps
 from envs.seeding import derive_seed
-from envs.splits import split_seeds
 from envs.token_positions import position_ids_for
 from experiments.benchmarks.harness import (
     Settings,
     bare_sample,
+    collect_groups,
+    iteration_seeds,
     num_threads,
     prompts_by_turn,
     stderr_progress,
@@ -223,20 +224,10 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
 
     from experiments.train import learner_config  # the training loop's own builder
 
-    train_seeds = split_seeds(
-        env_name, env_kwargs, "train", seed=derive_seed(seed, "train", 1, 0), count=groups
-    )
+    train_seeds = iteration_seeds(run_cfg, groups, 1)
 
     def collect_real() -> list[Trajectory]:
-        return collect(
-            policy,
-            env_name,
-            env_kwargs=env_kwargs,
-            group_size=trainer.group_size,
-            max_turns=trainer.max_turns,
-            group_seeds=train_seeds,
-            progress=False,
-        )
+        return collect_groups(run_cfg, policy, train_seeds)
 
     trajectories = collect_real()
     world_model = build_world_model(

@@ -49,8 +49,8 @@ from imagination.step_groups.groups import (
     imagine_counterfactual_groups,
     real_transition_uncertainty,
 )
-from policy.advantages import broadcast_to_tokens, gigpo_advantages
-from policy.advantages.algorithms import turn_rows
+from policy.advantages import broadcast_to_tokens
+from policy.advantages.algorithms import gigpo_of_rows, turn_rows
 from policy.advantages.config import AlgoConfig
 from policy.lm_policy import LMPolicy
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
@@ -200,18 +200,7 @@ class CounterfactualGiGPO:
         rows = turn_rows(
             batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty
         )
-        gigpo = gigpo_advantages(
-            rows.group_ids,
-            rows.traj_ids,
-            rows.steps,
-            rows.anchors,
-            rows.step_rewards,
-            rows.episode_rewards,
-            gamma=algo.gamma,
-            omega=algo.omega,
-            mode=algo.mode,
-            episode_stats=algo.episode_stats,
-        )
+        gigpo = gigpo_of_rows(rows, algo)
         n = len(batch)
         real = [b for b, (i, _) in enumerate(batch.row_keys) if batch.trajectories[i].source == "real"]
         states = [(batch.trajectories[batch.row_keys[b][0]], batch.row_keys[b][1]) for b in real]

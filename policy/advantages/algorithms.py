@@ -32,6 +32,7 @@ import torch
 from critic import gae
 from envs.trajectory import Trajectory
 from policy.advantages import (
+    GiGPOResult,
     broadcast_to_tokens,
     gigpo_advantages,
     grpo_advantages,
@@ -102,12 +103,16 @@ def _drgrpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
     return _grpo_rows(rows, dataclasses.replace(cfg, norm_by_std=False))
 
 
-def _gigpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
-    result = gigpo_advantages(
+def gigpo_of_rows(rows: TurnRows, cfg: AlgoConfig) -> GiGPOResult:
+    """GiGPO's terms for ``rows`` with the ``algo.*`` options (gamma, omega, mode, episode_stats)."""
+    return gigpo_advantages(
         rows.group_ids, rows.traj_ids, rows.steps, rows.anchors, rows.step_rewards, rows.episode_rewards,
         gamma=cfg.gamma, omega=cfg.omega, mode=cfg.mode, episode_stats=cfg.episode_stats,
     )
-    return result.advantages
+
+
+def _gigpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
+    return gigpo_of_rows(rows, cfg).advantages
 
 
 def _hgpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:

@@ -14,11 +14,8 @@ import torch
 from policy.advantages.group_norm import NORM_MODES, check_option, normalise_in_groups
 from policy.advantages.step_rows import (
     EPISODE_STATS,
-    as_list,
-    check_rows,
-    discounted_step_returns,
     episode_advantages,
-    trajectory_rows,
+    rows_and_returns,
 )
 
 
@@ -62,11 +59,9 @@ def gigpo_advantages(
     """
     check_option("mode", mode, NORM_MODES)
     check_option("episode_stats", episode_stats, EPISODE_STATS)
-    groups, trajs, step_list = as_list(group_ids), as_list(traj_ids), as_list(steps)
-    n = step_rewards.shape[0]
-    check_rows(n, group_ids=groups, traj_ids=trajs, steps=step_list, anchors=anchors, episode_rewards=episode_rewards)
-    rows = trajectory_rows(groups, trajs, step_list)
-    step_returns = discounted_step_returns(step_rewards, rows, gamma)  # (N,)
+    groups, rows, step_returns = rows_and_returns(
+        group_ids, traj_ids, steps, anchors, step_rewards, episode_rewards, gamma
+    )  # step_returns (N,)
     episode = episode_advantages(groups, rows, episode_rewards, mode=mode, eps=eps, episode_stats=episode_stats)
     step_keys = list(zip(groups, anchors, strict=True))
     step = normalise_in_groups(step_returns, step_keys, mode=mode, ddof=1, eps=eps, singleton="zero")  # (N,)

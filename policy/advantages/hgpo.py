@@ -12,11 +12,8 @@ import torch
 
 from policy.advantages.group_norm import NORM_MODES, check_option, normalise_in_groups
 from policy.advantages.step_rows import (
-    as_list,
-    check_rows,
-    discounted_step_returns,
     episode_advantages,
-    trajectory_rows,
+    rows_and_returns,
 )
 
 HGPO_EPS = 1e-6  # verl-agent's HGPO recipe: the std epsilon and the aggregation epsilon
@@ -64,11 +61,10 @@ def hgpo_advantages(
     check_option("mode", mode, NORM_MODES)
     if K < 0:
         raise ValueError(f"K={K} must be >= 0")
-    groups, trajs, step_list = as_list(group_ids), as_list(traj_ids), as_list(steps)
+    groups, rows, step_returns = rows_and_returns(
+        group_ids, traj_ids, steps, anchors, step_rewards, episode_rewards, gamma
+    )  # step_returns (N,)
     n = step_rewards.shape[0]
-    check_rows(n, group_ids=groups, traj_ids=trajs, steps=step_list, anchors=anchors, episode_rewards=episode_rewards)
-    rows = trajectory_rows(groups, trajs, step_list)
-    step_returns = discounted_step_returns(step_rewards, rows, gamma)  # (N,)
 
     history: list[list[str]] = [[] for _ in range(n)]  # anchors of the row's trajectory up to and including it
     for idx in rows.values():

@@ -84,3 +84,21 @@ def check_rows(n: int, **columns: Sequence) -> None:
     for name, col in columns.items():
         if len(col) != n:
             raise ValueError(f"{name} has {len(col)} rows, expected {n}")
+
+
+def rows_and_returns(
+    group_ids: torch.Tensor | Sequence[Hashable],
+    traj_ids: torch.Tensor | Sequence[Hashable],
+    steps: torch.Tensor | Sequence[int],
+    anchors: list[str],
+    step_rewards: torch.Tensor,
+    episode_rewards: torch.Tensor,
+    gamma: float,
+) -> tuple[list, dict[Hashable, list[int]], torch.Tensor]:
+    """The checked columns both estimators start from: ``(group ids as a list, rows of each trajectory,
+    step returns (N,))``; a column of the wrong length is a ``ValueError`` naming it."""
+    groups, trajs, step_list = as_list(group_ids), as_list(traj_ids), as_list(steps)
+    n = step_rewards.shape[0]
+    check_rows(n, group_ids=groups, traj_ids=trajs, steps=step_list, anchors=anchors, episode_rewards=episode_rewards)
+    rows = trajectory_rows(groups, trajs, step_list)
+    return groups, rows, discounted_step_returns(step_rewards, rows, gamma)  # (N,)
