@@ -135,6 +135,35 @@ def collect(
     ``SampledAction``s; a sample is kept on its turn. ``on_env_error``: see the module docstring
     (None: an env's exception propagates).
     """
+    _check_collect_options(group_size, source, max_turns, first_group_id, first_trajectory_id)
+    starts = _group_starts(n_groups, seed, group_seeds, branches)
+    env_kwargs = dict(env_kwargs or {})
+    make_env = _env_factory(env_name_or_factory, env_kwargs)
+    envs, trajectories, observations = _start_episodes(
+        starts, group_size, make_env, env_kwargs, source=source, first_group_id=first_group_id,
+        first_trajectory_id=first_trajectory_id,
+    )
+    limits = _turn_limits(envs, trajectories, max_turns)
+    bar = tqdm(
+        total=len(envs), desc="episodes", unit="ep", disable=None if progress else True, file=sys.stderr
+    )
+    active = list(range(len(envs)))
+    failed: set[int] = set()  # positions whose env raised (only with on_env_error)
+    while active:
+        anchors = [_anchor(envs[i], observations[i]) for i in active]  # before acting: the state acted in
+        texts, samples = _act(agent, envs, trajectories, observations, active)
+        results = _step_all([envs[i] for i in active], texts, catch=on_env_error is not None)
+        active = _record_round(
+            trajectories, observations, limits, active, texts, samples, results, anchors,
+            failed=failed, on_env_error=on_env_error, bar=bar,
+        )
+    bar.close()
+    return [traj for i, traj in enumerate(trajectories) if i not in failed]
+
+
+def _check_collect_options(
+    group_size: int, source: str, max_turns: int | None, first_group_id: int, first_trajectory_id: int
+) -> None:
     if group_size < 1:
         raise ValueError(f"need group_size >= 1, got {group_size}")
     if source not in ("real", "imagined"):
@@ -143,10 +172,20 @@ def collect(
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
     if first_group_id < 0 or first_trajectory_id < 0:
         raise ValueError(f"first ids must be >= 0, got {first_group_id} and {first_trajectory_id}")
-    starts = _group_starts(n_groups, seed, group_seeds, branches)
-    env_kwargs = dict(env_kwargs or {})
-    make_env = _env_factory(env_name_or_factory, env_kwargs)
 
+
+def _start_episodes(
+    starts: list[tuple[int, Trajectory | None, int]],
+    group_size: int,
+    make_env: Callable[[], Env],
+    env_kwargs: dict[str, Any],
+    *,
+    source: Source,
+    first_group_id: int,
+    first_trajectory_id: int,
+) -> tuple[list[Env], list[Trajectory], list[str]]:
+    """One env per episode, in group order, put at its group's start state (reset, or a branch
+    prefix put in place by a model env or replayed in a real one), and its trajectory so far."""
     envs: list[Env] = []
     trajectories: list[Trajectory] = []
     observations: list[str] = []
@@ -173,64 +212,86 @@ def collect(
                     branch_turn=k,
                 )
             )
+    return envs, trajectories, observations
+
+
+def _turn_limits(envs: Sequence[Env], trajectories: Sequence[Trajectory], max_turns: int | None) -> list[int]:
+    """Each episode's turn cap; a branch must leave at least one turn to play under it."""
     limits = [max_turns if max_turns is not None else env.max_turns for env in envs]
     for traj, limit in zip(trajectories, limits, strict=True):
         if traj.branch_turn >= limit:
             raise ValueError(
                 f"a branch at turn {traj.branch_turn} leaves no turn to play under the cap of {limit} turns"
             )
+    return limits
 
-    bar = tqdm(
-        total=len(envs), desc="episodes", unit="ep", disable=None if progress else True, file=sys.stderr
-    )
-    active = list(range(len(envs)))
-    failed: set[int] = set()  # positions whose env raised (only with on_env_error)
-    while active:
-        anchors = [_anchor(envs[i], observations[i]) for i in active]  # before acting: the state acted in
-        views = [
-            AgentView(env=envs[i], turns=list(trajectories[i].turns), observation=observations[i])
-            for i in active
-        ]
-        actions = agent.act(views)
-        if len(actions) != len(views):
-            raise ValueError(f"agent.act returned {len(actions)} actions for {len(views)} views")
-        samples = [action if isinstance(action, SampledAction) else None for action in actions]
-        texts = [a.text if sample is not None else a for a, sample in zip(actions, samples, strict=True)]
-        for action, text in zip(actions, texts, strict=True):
-            if not isinstance(text, str):
-                raise TypeError(f"agent.act must return str or SampledAction, got {type(action).__name__}")
-        results = _step_all([envs[i] for i in active], texts, catch=on_env_error is not None)
-        still_active = []
-        for i, text, sample, result, anchor in zip(active, texts, samples, results, anchors, strict=True):
-            traj = trajectories[i]
-            if isinstance(result, Exception):
-                failed.add(i)
-                on_env_error(EnvFailure(traj, traj.num_turns, text, result))
-                bar.update(1)
-                continue
-            traj.turns.append(
-                Turn(
-                    observation=observations[i],
-                    action=text,
-                    next_observation=result.observation,
-                    reward=float(result.reward),
-                    done=bool(result.done),
-                    valid=bool(result.info.get("valid", True)),
-                    anchor_observation=anchor,
-                    sample=sample,
-                )
+
+def _act(
+    agent: Agent, envs: Sequence[Env], trajectories: Sequence[Trajectory], observations: Sequence[str],
+    active: Sequence[int],
+) -> tuple[list[str], list[SampledAction | None]]:
+    """One ``agent.act`` call for every active episode: the action texts and, where the agent
+    sampled them, the samples."""
+    views = [
+        AgentView(env=envs[i], turns=list(trajectories[i].turns), observation=observations[i])
+        for i in active
+    ]
+    actions = agent.act(views)
+    if len(actions) != len(views):
+        raise ValueError(f"agent.act returned {len(actions)} actions for {len(views)} views")
+    samples = [action if isinstance(action, SampledAction) else None for action in actions]
+    texts = [a.text if sample is not None else a for a, sample in zip(actions, samples, strict=True)]
+    for action, text in zip(actions, texts, strict=True):
+        if not isinstance(text, str):
+            raise TypeError(f"agent.act must return str or SampledAction, got {type(action).__name__}")
+    return texts, samples
+
+
+def _record_round(
+    trajectories: list[Trajectory],
+    observations: list[str],
+    limits: Sequence[int],
+    active: Sequence[int],
+    texts: Sequence[str],
+    samples: Sequence[SampledAction | None],
+    results: Sequence[StepResult | Exception],
+    anchors: Sequence[str],
+    *,
+    failed: set[int],
+    on_env_error: Callable[[EnvFailure], None] | None,
+    bar: tqdm,
+) -> list[int]:
+    """Append this round's turns; returns the episodes still running. An env that raised (only
+    with ``on_env_error``) is handed to it and its episode dropped (``failed``)."""
+    still_active = []
+    for i, text, sample, result, anchor in zip(active, texts, samples, results, anchors, strict=True):
+        traj = trajectories[i]
+        if isinstance(result, Exception):
+            failed.add(i)
+            on_env_error(EnvFailure(traj, traj.num_turns, text, result))
+            bar.update(1)
+            continue
+        traj.turns.append(
+            Turn(
+                observation=observations[i],
+                action=text,
+                next_observation=result.observation,
+                reward=float(result.reward),
+                done=bool(result.done),
+                valid=bool(result.info.get("valid", True)),
+                anchor_observation=anchor,
+                sample=sample,
             )
-            observations[i] = result.observation
-            cut_by_env = bool(result.info.get("truncated", False))  # e.g. a model env's horizon
-            if result.done or cut_by_env or traj.num_turns >= limits[i]:
-                traj.success = bool(result.info.get("success", False))
-                traj.truncated = not result.done
-                bar.update(1)
-            else:
-                still_active.append(i)
-        active = still_active
-    bar.close()
-    return [traj for i, traj in enumerate(trajectories) if i not in failed]
+        )
+        observations[i] = result.observation
+        cut_by_env = bool(result.info.get("truncated", False))  # e.g. a model env's horizon
+        if result.done or cut_by_env or traj.num_turns >= limits[i]:
+            traj.success = bool(result.info.get("success", False))
+            traj.truncated = not result.done
+            bar.update(1)
+        else:
+            still_active.append(i)
+    return still_active
 
 
 def _group_starts(

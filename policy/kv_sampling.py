@@ -92,53 +92,87 @@ def sample_with_cache(
     cache, logits = out[key], out.logits[:, -1]  # logits (A, V), A = rows in the batch (B at first)
     drop = drop_finished and can_drop_rows(cache)
     prompt_width = attention_mask.shape[1]
-    # The mask of every step to come, sliced per step (a view) rather than grown by a cat each step.
-    attention_mask = torch.cat(
-        [attention_mask, attention_mask.new_ones((batch, max_tokens))], dim=1
-    )  # (A, P+T)
-    rows = torch.arange(batch)  # (A,) the prompt row of each batch row, on CPU
-    # (T, A) those rows' numbers as 1 - u in (0, 1], what draw_categorical takes: one subtraction per call
-    live_fractions = None if uniforms is None else (1.0 - uniforms.T).to(logits.device)
-    done = torch.zeros(batch, dtype=torch.bool)  # (A,) rows that have emitted EOS, still in the batch
-    next_position = positions[:, -1:] + 1  # (A, 1)
+    live = _LiveRows.start(attention_mask, positions, uniforms, max_tokens, logits.device)
     steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (rows, tokens, log-probs) per step
     for step in range(max_tokens):
-        if live_fractions is None:
-            token = logits.argmax(dim=-1)  # (A,)
-        else:
-            token = draw_categorical(weights(logits), live_fractions[step])  # (A,)
-        logp = F.log_softmax(logits.float(), dim=-1).gather(-1, token[:, None]).squeeze(-1)  # (A,)
-        token = token.cpu()
-        steps.append((rows, token, logp))  # written into (B, T) tensors once, after the loop
+        token, logp = _draw(logits, weights, live.fractions, step)  # (A,) on CPU, (A,)
+        steps.append((live.rows, token, logp))  # written into (B, T) tensors once, after the loop
         ended = token == eos  # (A,)
         if bool(ended.any()):
-            done |= ended
-            finished = int(done.sum())
-            if finished == len(rows):
+            live.done |= ended
+            finished = int(live.done.sum())
+            if finished == len(live.rows):
                 break
-            if drop and 2 * finished >= len(rows):
-                keep = (~done).nonzero().squeeze(-1)  # (A',) batch rows still going
-                cache.reorder_cache(keep.to(input_ids.device))
-                rows, token, done = rows[keep], token[keep], done[keep]
-                attention_mask, next_position = (
-                    attention_mask[keep.to(attention_mask.device)],
-                    next_position[keep],
-                )
-                if live_fractions is not None:
-                    live_fractions = live_fractions[:, keep.to(live_fractions.device)]
+            if drop and 2 * finished >= len(live.rows):
+                token = live.drop_finished(cache, token, input_ids.device)
         if step == max_tokens - 1:
             break
         out = model(
             input_ids=token[:, None].to(input_ids.device),
-            attention_mask=attention_mask[:, : prompt_width + step + 1],  # (A, P+step+1)
-            position_ids=next_position,
+            attention_mask=live.attention_mask[:, : prompt_width + step + 1],  # (A, P+step+1)
+            position_ids=live.next_position,
             use_cache=True,
             logits_to_keep=1,
             **{key: cache},
         )
         cache, logits = out[key], out.logits[:, -1]
-        next_position = next_position + 1
+        live.next_position = live.next_position + 1
     return _assemble(steps, batch, eos, pad)
+
+
+@dataclass
+class _LiveRows:
+    """The rows still in the decoding batch, and what is cut with them when finished rows leave it."""
+
+    rows: torch.Tensor  # (A,) the prompt row of each batch row, on CPU
+    done: torch.Tensor  # (A,) rows that have emitted EOS, still in the batch
+    attention_mask: torch.Tensor  # (A, P+T) the mask of every step to come
+    next_position: torch.Tensor  # (A, 1)
+    fractions: torch.Tensor | None  # (T, A) the draws' numbers as 1 - u in (0, 1]; None: greedy
+
+    @classmethod
+    def start(cls, attention_mask, positions, uniforms, max_tokens: int, device) -> _LiveRows:
+        batch = attention_mask.shape[0]
+        # The mask of every step to come, sliced per step (a view) rather than grown by a cat each step.
+        full_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, max_tokens))], dim=1)  # (A, P+T)
+        # 1 - u in (0, 1], what draw_categorical takes: one subtraction per call
+        fractions = None if uniforms is None else (1.0 - uniforms.T).to(device)
+        return cls(
+            rows=torch.arange(batch),
+            done=torch.zeros(batch, dtype=torch.bool),
+            attention_mask=full_mask,
+            next_position=positions[:, -1:] + 1,
+            fractions=fractions,
+        )
+
+    def drop_finished(self, cache, token: torch.Tensor, device) -> torch.Tensor:
+        """Remove the finished rows from the batch and from ``cache``; returns ``token`` cut alike."""
+        keep = (~self.done).nonzero().squeeze(-1)  # (A',) batch rows still going
+        cache.reorder_cache(keep.to(device))
+        self.rows, token, self.done = self.rows[keep], token[keep], self.done[keep]
+        self.attention_mask, self.next_position = (
+            self.attention_mask[keep.to(self.attention_mask.device)],
+            self.next_position[keep],
+        )
+        if self.fractions is not None:
+            self.fractions = self.fractions[:, keep.to(self.fractions.device)]
+        return token
+
+
+def _draw(
+    logits: torch.Tensor,
+    weights: Callable[[torch.Tensor], torch.Tensor] | None,
+    fractions: torch.Tensor | None,
+    step: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of ``logits`` (A, V), drawn (or argmax without ``fractions``), on CPU, and
+    its log-prob at temperature 1 (A,)."""
+    if fractions is None:
+        token = logits.argmax(dim=-1)  # (A,)
+    else:
+        token = draw_categorical(weights(logits), fractions[step])  # (A,)
+    logp = F.log_softmax(logits.float(), dim=-1).gather(-1, token[:, None]).squeeze(-1)  # (A,)
+    return token.cpu(), logp
 
 
 def _assemble(

@@ -225,16 +225,28 @@ class PPOLearner:
         loss); as in ``ppo_policy_loss``, a weight-0 row adds no gradient but its tokens still count
         in the ``token-mean`` denominator. ``value`` is required exactly when the learner has a critic.
         """
-        cfg, device = self.cfg, self.fabric.device
         if (value is None) != (self.critic is None):
             raise ValueError("value targets must be given exactly when the learner has a critic")
-        batch = batch.to(device)
-        shape = tuple(batch.input_ids.shape)
-        for name, tensor in (("advantages", advantages), ("old_logp", old_logp)):
-            if tensor is not None and tuple(tensor.shape) != shape:
-                raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape} like input_ids")
-        if weights is not None and tuple(weights.shape) != shape[:1]:
-            raise ValueError(f"weights has shape {tuple(weights.shape)}, expected {shape[:1]}")
+        batch = batch.to(self.fabric.device)
+        _check_update_shapes(tuple(batch.input_ids.shape), advantages, old_logp, weights)
+        minibatches = self._plan_minibatches(batch)
+        per_row = self._per_row_tensors(batch, minibatches, advantages, old_logp, weights, value)
+        totals, steps, skipped = self._run_epochs(batch, minibatches, per_row, value)
+        self.num_updates += 1
+        self._count_nonfinite(skipped, steps)
+        metrics = {key: total / max(steps, 1) for key, total in totals.items()}
+        metrics["losses/nonfinite_steps"] = float(skipped)
+        if value is not None and value.old_values is not None:
+            mask = batch.response_mask if value.level == "token" else per_row["value_mask"]
+            metrics["losses/explained_variance"] = float(
+                explained_variance(per_row["old_values"], per_row["returns"], mask)
+            )
+        return self._mean_over_ranks(metrics)
+
+    def _plan_minibatches(self, batch: TokenBatch) -> list[list[torch.Tensor]]:
+        """Per epoch, each minibatch's (b,) row indices: length-bucketed, shuffled from ``seed`` plus the
+        update count, and split so every rank takes as many steps as the busiest one."""
+        cfg, device = self.cfg, self.fabric.device
         rows = len(batch)
         target = self._minibatches_on_every_rank(math.ceil(rows / cfg.minibatch_size), rows)
         generator = torch.Generator().manual_seed(self.seed + self.num_updates)
@@ -245,8 +257,20 @@ class PPOLearner:
                 length_buckets=cfg.length_buckets, generator=generator,
             )
         ]
-        minibatches = [_split_to(epoch, target) for epoch in minibatches]  # as many steps as the busiest rank
+        return [_split_to(epoch, target) for epoch in minibatches]  # as many steps as the busiest rank
 
+    def _per_row_tensors(
+        self,
+        batch: TokenBatch,
+        minibatches: list[list[torch.Tensor]],
+        advantages: torch.Tensor,
+        old_logp: torch.Tensor | None,
+        weights: torch.Tensor | None,
+        value: ValueTargets | None,
+    ) -> dict[str, torch.Tensor]:
+        """Everything the steps read per row, on the device, each (B, ...): advantages, old (and
+        reference) log-probs, weights and the value targets."""
+        cfg, device = self.cfg, self.fabric.device
         per_row: dict[str, torch.Tensor] = {"advantages": advantages.to(device).float()}  # each (B, ...)
         if old_logp is None:
             old_logp = self._over_minibatches(
@@ -262,17 +286,26 @@ class PPOLearner:
         if weights is not None:
             per_row["weights"] = weights.to(device).float()
         if value is not None:
-            self._check_value_targets(value, rows, shape)
+            self._check_value_targets(value, len(batch), tuple(batch.input_ids.shape))
             per_row["returns"] = value.returns.to(device).float()
             per_row["value_mask"] = value.row_mask().to(device)
             if value.old_values is not None:
                 per_row["old_values"] = value.old_values.to(device).float()
-        states = None if value is None or value.states is None else value.states.to(device)
+        return per_row
+
+    def _run_epochs(
+        self,
+        batch: TokenBatch,
+        minibatches: list[list[torch.Tensor]],
+        per_row: dict[str, torch.Tensor],
+        value: ValueTargets | None,
+    ) -> tuple[dict[str, float], int, int]:
+        """One ``_step`` per minibatch of every epoch: the summed metrics, steps taken and steps skipped."""
+        states = None if value is None or value.states is None else value.states.to(self.fabric.device)
         # The (B, L) tensors, cut with the minibatch's columns; the others are (B,), one value per row.
         token_aligned = {"advantages", "old_logp", "ref_logp"} | (
             {"returns", "old_values"} if value is not None and value.level == "token" else set()
         )
-
         self.policy.train()
         if self.critic is not None:
             self.critic.train()
@@ -290,7 +323,10 @@ class PPOLearner:
                 for key, metric in step_metrics.items():
                     totals[key] = totals.get(key, 0.0) + metric
                 steps += 1
-        self.num_updates += 1
+        return totals, steps, skipped
+
+    def _count_nonfinite(self, skipped: int, steps: int) -> None:
+        """Count updates in a row with a skipped step; too many stop the run."""
         self.nonfinite_in_a_row = self.nonfinite_in_a_row + 1 if skipped else 0
         if self.nonfinite_in_a_row > self.max_nonfinite_updates:
             raise NonFiniteUpdateError(
@@ -298,15 +334,6 @@ class PPOLearner:
                 f"{skipped} of {skipped + steps} optimizer steps), more than max_nonfinite_updates="
                 f"{self.max_nonfinite_updates}: stopping; lower the learning rate or check the rewards and advantages"
             )
-
-        metrics = {key: total / max(steps, 1) for key, total in totals.items()}
-        metrics["losses/nonfinite_steps"] = float(skipped)
-        if value is not None and value.old_values is not None:
-            mask = batch.response_mask if value.level == "token" else per_row["value_mask"]
-            metrics["losses/explained_variance"] = float(
-                explained_variance(per_row["old_values"], per_row["returns"], mask)
-            )
-        return self._mean_over_ranks(metrics)
 
     def _minibatch(self, batch: TokenBatch, idx: torch.Tensor) -> tuple[TokenBatch, int]:
         """The rows ``idx`` of ``batch``, cut to their longest row when ``trim_padding``, and how many leading
@@ -362,6 +389,23 @@ class PPOLearner:
     ) -> dict[str, float] | None:
         """Loss, backward, clip and step on one minibatch; returns its metrics, or None when the loss
         or a gradient norm is not finite (then no optimizer steps)."""
+        loss, metrics = self._loss(batch, tensors, value, states)
+        norms = self._backward_and_step(loss)
+        if norms is None:
+            return None
+        metrics["losses/grad_norm"] = float(norms[0])
+        if len(norms) > 1:
+            metrics["losses/value_grad_norm"] = float(norms[1])
+        return metrics
+
+    def _loss(
+        self,
+        batch: TokenBatch,
+        tensors: dict[str, torch.Tensor],
+        value: ValueTargets | None,
+        states: CriticStates | None,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The minibatch's total loss (policy, entropy, KL to the reference, value) and its metrics."""
         cfg = self.cfg
         mask = batch.response_mask.float()  # (b, L)
         weights = tensors.get("weights")  # (b,) or None
@@ -400,7 +444,12 @@ class PPOLearner:
             metrics["losses/value_loss"] = value_loss.item()
             if value_clipfrac is not None:
                 metrics["losses/value_clipfrac"] = value_clipfrac
+        return loss, metrics
 
+    def _backward_and_step(self, loss: torch.Tensor) -> list[torch.Tensor] | None:
+        """Backward, clip and step every optimizer; the gradient norms, or None (no step, gradients
+        dropped) when the loss or a norm is not finite."""
+        cfg = self.cfg
         optimizers = [(self.policy, self.policy_optimizer)]
         if self.critic is not None:
             optimizers.append((self.critic, self.critic_optimizer))
@@ -418,10 +467,7 @@ class PPOLearner:
             return None
         for _, optimizer in optimizers:
             optimizer.step()
-        metrics["losses/grad_norm"] = float(norms[0])
-        if len(norms) > 1:
-            metrics["losses/value_grad_norm"] = float(norms[1])
-        return metrics
+        return norms
 
     def _value_loss(
         self, batch: TokenBatch, tensors: dict[str, torch.Tensor], level: str, states: CriticStates | None
@@ -516,6 +562,16 @@ def _chunked(batch: TokenBatch, chunk_size: int, fn) -> torch.Tensor:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     rows = torch.arange(len(batch), device=batch.input_ids.device)
     return torch.cat([fn(batch.index(part)) for part in rows.split(chunk_size)], dim=0)
+
+
+def _check_update_shapes(
+    shape: tuple[int, ...], advantages: torch.Tensor, old_logp: torch.Tensor | None, weights: torch.Tensor | None
+) -> None:
+    for name, tensor in (("advantages", advantages), ("old_logp", old_logp)):
+        if tensor is not None and tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, expected {shape} like input_ids")
+    if weights is not None and tuple(weights.shape) != shape[:1]:
+        raise ValueError(f"weights has shape {tuple(weights.shape)}, expected {shape[:1]}")
 
 
 def _split_to(minibatches: list[torch.Tensor], count: int) -> list[torch.Tensor]:

@@ -204,24 +204,10 @@ class CounterfactualGiGPO:
         n = len(batch)
         real = [b for b, (i, _) in enumerate(batch.row_keys) if batch.trajectories[i].source == "real"]
         states = [(batch.trajectories[batch.row_keys[b][0]], batch.row_keys[b][1]) for b in real]
-        counterfactual = torch.zeros(n)  # (B,)
-        available = torch.zeros(n, dtype=torch.bool)  # (B,)
-        uncertainty = torch.zeros(n)  # (B,)
-        groups = None
-        brancher_metrics: dict[str, float] = {}
+        groups, member_advantages, brancher_metrics = None, None, {}
         if (gate_open or self.brancher.real_env) and states:  # the real env needs no gate
-            groups = self.brancher(
-                policy.with_seed(derive_seed_63bit(self.seed, "siblings", iteration)),
-                self.critic,
-                states,
-                seed=derive_seed_63bit(self.seed, "dream", iteration),
-            )
-            brancher_metrics = self.brancher.metrics()
-            member_advantages = counterfactual_step_advantages(groups.values, mode=algo.mode)  # (R, G + 1)
-            counterfactual[real] = member_advantages[:, 0]
-            available[real] = True
-            if options.fallback_uncertainty is not None:
-                uncertainty[real] = real_transition_uncertainty(self.world_model, states)
+            groups, member_advantages, brancher_metrics = self._play_groups(policy, states, iteration)
+        counterfactual, available, uncertainty = self._step_columns(n, real, states, member_advantages)
         step, fell_back = select_step_advantages(
             counterfactual,
             gigpo.step_advantages,
@@ -230,27 +216,9 @@ class CounterfactualGiGPO:
             available=available,
         )
         per_row = total_advantages(gigpo.episode_advantages, step, omega=algo.omega)  # (B,)
-
-        sibling_rows: list[Trajectory] = []
-        sibling_advantages: list[float] = []
+        siblings = 0
         if groups is not None and options.siblings_in_gradient:
-            next_id = max(t.trajectory_id for t in batch.trajectories) + 1
-            next_group = max(t.group_id for t in batch.trajectories) + 1
-            for r, b in enumerate(real):
-                if fell_back[b]:
-                    continue  # the model is not trusted here: its siblings teach nothing either
-                for g, member in enumerate(groups.members[r][1:], start=1):
-                    sibling_rows.append(_first_turn_only(member, next_id, next_group + r))
-                    sibling_advantages.append(algo.omega * float(member_advantages[r, g]))
-                    next_id += 1
-            if sibling_rows:
-                weights = _trajectory_weights(batch)
-                batch = build_rollout_batch(
-                    batch.trajectories + sibling_rows,
-                    pad_id=policy.pad_token_id,
-                    weights=weights + [self.imagination.imagined_weight] * len(sibling_rows),
-                )
-                per_row = torch.cat([per_row, torch.tensor(sibling_advantages)])
+            batch, per_row, siblings = self._with_siblings(policy, batch, per_row, real, groups, member_advantages, fell_back)
         advantages = broadcast_to_tokens(per_row, batch.tokens.response_mask)  # (B', L')
 
         real_mask = torch.zeros(n, dtype=torch.bool)
@@ -263,13 +231,76 @@ class CounterfactualGiGPO:
             "counterfactual/exact_match_nonzero_share": _share(gigpo.step_advantages[real_mask] != 0),
             "counterfactual/halted_share": groups.halted / members if members else float("nan"),
             "counterfactual/value_std": float(groups.values.std(dim=1).mean()) if members else float("nan"),
-            "counterfactual/sibling_rows": float(len(sibling_rows)),
+            "counterfactual/sibling_rows": float(siblings),
             "counterfactual/critic_loss": critic_loss,
             **brancher_metrics,
         }
         if options.fallback_uncertainty is not None and real:
             metrics["counterfactual/state_uncertainty"] = float(uncertainty[real_mask].mean())
         return batch, advantages, metrics
+
+    def _play_groups(
+        self, policy: LMPolicy, states: list[tuple[Trajectory, int]], iteration: int
+    ) -> tuple[CounterfactualGroups, torch.Tensor, dict[str, float]]:
+        """Each real state's group played by the brancher, the members' step advantages (R, G + 1)
+        (column 0 the real action) and the brancher's metrics."""
+        groups = self.brancher(
+            policy.with_seed(derive_seed_63bit(self.seed, "siblings", iteration)),
+            self.critic,
+            states,
+            seed=derive_seed_63bit(self.seed, "dream", iteration),
+        )
+        brancher_metrics = self.brancher.metrics()
+        member_advantages = counterfactual_step_advantages(groups.values, mode=self.algo.mode)  # (R, G + 1)
+        return groups, member_advantages, brancher_metrics
+
+    def _step_columns(
+        self, n: int, real: list[int], states: list[tuple[Trajectory, int]], member_advantages: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per row (B,): the real action's counterfactual step advantage, whether it has one, and the
+        world model's uncertainty of the real transition (0 where not measured)."""
+        counterfactual = torch.zeros(n)  # (B,)
+        available = torch.zeros(n, dtype=torch.bool)  # (B,)
+        uncertainty = torch.zeros(n)  # (B,)
+        if member_advantages is not None:
+            counterfactual[real] = member_advantages[:, 0]
+            available[real] = True
+            if self.options.fallback_uncertainty is not None:
+                uncertainty[real] = real_transition_uncertainty(self.world_model, states)
+        return counterfactual, available, uncertainty
+
+    def _with_siblings(
+        self,
+        policy: LMPolicy,
+        batch: RolloutBatch,
+        per_row: torch.Tensor,
+        real: list[int],
+        groups: CounterfactualGroups,
+        member_advantages: torch.Tensor,
+        fell_back: torch.Tensor,
+    ) -> tuple[RolloutBatch, torch.Tensor, int]:
+        """``siblings_in_gradient``: the batch with one row per sibling's first imagined action
+        appended (its own step advantage times omega), except at rows that fell back to GiGPO."""
+        sibling_rows: list[Trajectory] = []
+        sibling_advantages: list[float] = []
+        next_id = max(t.trajectory_id for t in batch.trajectories) + 1
+        next_group = max(t.group_id for t in batch.trajectories) + 1
+        for r, b in enumerate(real):
+            if fell_back[b]:
+                continue  # the model is not trusted here: its siblings teach nothing either
+            for g, member in enumerate(groups.members[r][1:], start=1):
+                sibling_rows.append(_first_turn_only(member, next_id, next_group + r))
+                sibling_advantages.append(self.algo.omega * float(member_advantages[r, g]))
+                next_id += 1
+        if sibling_rows:
+            weights = _trajectory_weights(batch)
+            batch = build_rollout_batch(
+                batch.trajectories + sibling_rows,
+                pad_id=policy.pad_token_id,
+                weights=weights + [self.imagination.imagined_weight] * len(sibling_rows),
+            )
+            per_row = torch.cat([per_row, torch.tensor(sibling_advantages)])
+        return batch, per_row, len(sibling_rows)
 
 
 def _first_turn_only(member: Trajectory, trajectory_id: int, group_id: int) -> Trajectory:
