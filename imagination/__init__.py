@@ -10,7 +10,8 @@
   model predicts fresh real data badly; ``refit_and_gate`` scores and refits between iterations.
 - ``imagined_minus_real_return`` and ``imagination_metrics`` measure the bias.
 - ``CounterfactualGiGPO`` (``algo=counterfactual_gigpo``): step groups of the real action and G policy
-  siblings imagined from every real state (``imagine_counterfactual_groups``), valued by a latent critic.
+  siblings imagined from every real state (``imagine_counterfactual_groups``), valued by a latent critic;
+  it and the real-env oracle live in ``imagination.step_groups``.
 """
 
 from imagination.bias import imagined_minus_real_return, return_after
