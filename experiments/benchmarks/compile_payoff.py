@@ -145,7 +145,7 @@ def measure(settings: Settings, batches: int, progress: Callable[[str], None] | 
     env_name, seed = run_cfg.env.name, run_cfg.seed
     groups = settings.groups or trainer.groups_per_iteration
 
-    from experiments.train import learner_config  # the training loop's own builder
+    from experiments.build import learner_config  # the training loop's own builder
 
     def collect_iteration(iteration: int) -> list[Trajectory]:
         seeds = split_seeds(

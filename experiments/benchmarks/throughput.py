@@ -337,7 +337,7 @@ def warm_started(settings: Settings, progress: Callable[[str], None]):
     seed_global_rngs(derive_seed(seed, "global"))
     torch.set_num_threads(1)
 
-    from experiments.train import build_policy  # the training loop's own builder
+    from experiments.build import build_policy  # the training loop's own builder
 
     policy = build_policy(run_cfg, env.vocabulary())
     experts = expert_trajectories(
@@ -365,7 +365,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
     env_name, seed = run_cfg.env.name, run_cfg.seed
     groups = settings.groups or trainer.groups_per_iteration
 
-    from experiments.train import learner_config  # the training loop's own builder
+    from experiments.build import learner_config  # the training loop's own builder
 
     train_seeds = split_seeds(
         env_name, env_kwargs, "train", seed=derive_seed(seed, "train", 1, 0), count=groups

@@ -59,3 +59,54 @@ def test_out_of_range_value_fails_naming_the_key():
 def test_unknown_algorithm_name_fails():
     with pytest.raises(ValueError, match="algo.name"):
         validate(compose_train(["algo.name=reinforce"]))
+
+
+@pytest.mark.parametrize("group", ["critic", "world_model", "imagination", "policy"])
+def test_every_option_of_the_model_groups_composes_and_validates(group):
+    assert options(group), f"no options in conf/{group}"
+    for option in options(group):
+        overrides = [f"{group}={option}"] + (["policy.pretrained=/models/x"] if option == "pretrained" else [])
+        validate(compose_train(overrides))
+
+
+@pytest.mark.parametrize("key", [
+    "world_model.encoder.embed_sze=16",  # a typo inside a section
+    "critic.latent.latent_embed_size=16",  # the old prefix inside the new section
+    "critic.latent_size=16",  # an old flat key
+    "world_model.embed_size=16",
+    "world_model.decoder.feature_size=16",  # an encoder key in the decoder's section
+])
+def test_a_wrong_nested_key_fails_naming_it(key):
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_train([key])
+    assert key.split("=")[0].split(".")[-1] in str(info.value.__cause__ or info.value)
+
+
+def test_nested_sections_reach_the_models_and_name_their_keys():
+    run = validate(compose_train(["critic=latent", "critic.latent.embed_size=24", "critic.token.hidden_size=48",
+                                  "world_model.encoder.conv_layers=0", "world_model.decoder.latent_slots=2"]))
+    assert (run.critic.latent.embed_size, run.critic.token.hidden_size) == (24, 48)
+    assert (run.world_model.encoder.conv_layers, run.world_model.decoder.latent_slots) == (0, 2)
+    for override, key in (("critic.token.num_heads=3", "critic.token.num_heads"),
+                          ("critic.latent.conv_layers=-1", "critic.latent.conv_layers"),
+                          ("world_model.decoder.num_heads=3", "world_model.decoder.num_heads"),
+                          ("world_model.encoder.embed_size=0", "world_model.encoder.embed_size")):
+        with pytest.raises(ValueError, match=key):
+            validate(compose_train([override]))
+
+
+def test_the_default_sections_build_the_models_the_flat_options_built():
+    """The defaults, spelled out as the old flat keys set them, give the same saved-model configs."""
+    from critic import LatentCriticConfig, TokenCriticConfig
+    from world_model import TurnTokenizer, WorldModelConfig, default_token_limits
+
+    run = validate(compose_train([]))
+    tokenizer = TurnTokenizer.build(["guess", "higher", "lower"], default_token_limits("hidden_number", {}))
+    assert WorldModelConfig.from_options(tokenizer, run.world_model) == WorldModelConfig.for_tokenizer(
+        tokenizer, latent_size=128, num_members=5, head_hidden=64,
+        encoder={"embed_size": 64, "feature_size": 128, "conv_layers": 2},
+        decoder={"model_size": 64, "num_layers": 2, "num_heads": 4, "latent_slots": 8})
+    assert LatentCriticConfig.from_section(tokenizer, run.critic.latent) == LatentCriticConfig.for_tokenizer(
+        tokenizer, latent_size=64, head_hidden_size=64, embed_size=32, feature_size=64, conv_layers=2)
+    assert TokenCriticConfig(vocab_size=9, **vars(run.critic.token)) == TokenCriticConfig(
+        vocab_size=9, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
