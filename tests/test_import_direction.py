@@ -37,3 +37,11 @@ def test_checker_catches_a_wrong_way_import(tmp_path):
     (tmp_path / "envs" / "bad.py").write_text("from policy.losses import aggregate\n")
     (tmp_path / "policy" / "good.py").write_text("import envs.base\n")
     assert wrong_way_imports(tmp_path) == ["envs/bad.py:1 imports policy.losses"]
+
+
+def test_the_builders_do_not_import_the_loop():
+    """``experiments/build.py`` is what ``experiments/train.py`` builds before its loop; never the other way."""
+    tree = ast.parse((ROOT / "experiments" / "build.py").read_text(encoding="utf-8"))
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "experiments.train" not in modules and "experiments" in {m.split(".")[0] for m in modules}

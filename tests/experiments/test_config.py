@@ -110,3 +110,24 @@ def test_the_default_sections_build_the_models_the_flat_options_built():
         tokenizer, latent_size=64, head_hidden_size=64, embed_size=32, feature_size=64, conv_layers=2)
     assert TokenCriticConfig(vocab_size=9, **vars(run.critic.token)) == TokenCriticConfig(
         vocab_size=9, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+
+
+def test_a_checkpoints_flat_config_record_upgrades_to_the_nested_one():
+    """A record written before the sections (the old defaults, spelled out) compares equal after upgrading."""
+    from experiments.config_renames import upgrade_record
+    from experiments.resume import config_differences, config_record
+
+    current = config_record(validate(compose_train(["critic=latent"])))
+    old = {**current,
+           "critic": {"name": "latent", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64,
+                      "latent_size": 64, "latent_embed_size": 32, "latent_feature_size": 64, "latent_conv_layers": 2,
+                      "latent_head_hidden_size": 64, "latent_max_observation_words": None,
+                      "latent_max_action_words": None},
+           "world_model": {"latent_size": 128, "num_members": 5, "head_hidden": 64, "embed_size": 64,
+                           "feature_size": 128, "conv_layers": 2, "model_size": 64, "num_layers": 2, "num_heads": 4,
+                           "latent_slots": 8, "max_observation_words": None, "max_action_words": None}}
+    assert config_differences(old, current)  # the flat record alone differs
+    assert config_differences(upgrade_record(old), current) == []
+    assert upgrade_record(upgrade_record(old)) == upgrade_record(old) == current
+    changed = {**old, "critic": {**old["critic"], "latent_embed_size": 16}}
+    assert config_differences(upgrade_record(changed), current) == ["critic.latent.embed_size"]
