@@ -3,14 +3,15 @@
     python -m experiments.train env=hidden_number algo=gigpo seed=1
     python -m experiments.train env=hidden_number algo=grpo imagination=dyna imagination.ratio=0.75
 
-Read top to bottom: build the env, tokenizer and policy; warm-start by behaviour cloning; then
-each iteration split the update's groups into real and imagined ones, collect the real ones and
-append them to the store, score and refit the world model on the newest real data, imagine the
-rest from recent real states, estimate advantages over both, take a clipped policy update, and
-log against the number of real environment steps. With ``imagination.ratio=0`` (the default
-``imagination=model_free``) no world model is built and the run is the model-free one. Everything
-lands in Hydra's run directory: the resolved config, ``metrics.jsonl``, TensorBoard events, the
-final policy (and critic, world model), and a ``done`` or ``failed`` marker.
+Read top to bottom: build the env, tokenizer and policy and warm-start by behaviour cloning (the
+builders are in ``experiments/build.py``); then each iteration split the update's groups into real
+and imagined ones, collect the real ones and append them to the store, score and refit the world
+model on the newest real data, imagine the rest from recent real states, estimate advantages over
+both, take a clipped policy update, and log against the number of real environment steps. With
+``imagination.ratio=0`` (the default ``imagination=model_free``) no world model is built and the run
+is the model-free one. Everything lands in Hydra's run directory: the resolved config,
+``metrics.jsonl``, TensorBoard events, the final policy (and critic, world model), and a ``done``
+or ``failed`` marker.
 """
 
 from __future__ import annotations
