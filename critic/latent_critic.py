@@ -43,6 +43,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
 from critic.base import CriticStates
+from critic.config import LatentCriticSection
 from critic.history_text import HistoryText, from_messages, from_trajectory
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_nested, pad_rows
@@ -105,6 +106,15 @@ class LatentCriticConfig:
             max_observation_words=limits.observation,
             max_action_words=limits.action,
             head_hidden_size=head_hidden_size,
+        )
+
+    @classmethod
+    def from_section(cls, tokenizer: TurnTokenizer, section: LatentCriticSection) -> "LatentCriticConfig":
+        """The ``critic.latent`` sizes, with the vocabulary and caps of ``tokenizer`` (which already
+        applies the section's word caps)."""
+        return cls.for_tokenizer(
+            tokenizer, latent_size=section.latent_size, head_hidden_size=section.head_hidden_size,
+            embed_size=section.embed_size, feature_size=section.feature_size, conv_layers=section.conv_layers,
         )
 
     @classmethod

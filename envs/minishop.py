@@ -25,6 +25,7 @@ import re
 
 from envs import minishop_pages as pages
 from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
+from envs.checks import check_int
 from envs.minishop_catalogue import (
     CATEGORIES,
     COLOURS,
@@ -71,9 +72,7 @@ def purchase_reward(product: Product, colour: str | None, size: str | None, inst
 
 
 def _check_int(option: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"minishop: {option} must be an integer in [{low}, {high}], got {value!r}")
-    return value
+    return check_int(f"minishop: {option}", value, low, high)
 
 
 class MiniShop:

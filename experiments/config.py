@@ -1,8 +1,12 @@
 """Structured Hydra configs: the schema every YAML under ``conf/`` is checked against.
 
-Groups: ``env/``, ``policy/``, ``algo/``, ``critic/``, ``trainer/``, ``world_model/``, ``imagination/`` and optional ``experiment/`` presets. A
-typo'd key or a wrong type fails at start with Hydra's message; ``validate`` then builds the
-dataclasses so each ``__post_init__`` checks its ranges, naming the key.
+One dataclass per group, each in its package's ``config.py`` (``docs/configuration.md`` has the
+table): ``env/`` ``EnvConfig``, ``policy/`` ``PolicyConfig``, ``algo/`` ``AlgoConfig``, ``critic/``
+``CriticConfig``, ``world_model/`` ``WorldModelOptions``, ``imagination/`` ``ImaginationConfig``; this
+file holds ``trainer/`` (``TrainerConfig``) and the top level (``TrainConfig``), plus the optional
+``experiment/`` presets' registration. A typo'd key or a wrong type fails at start with Hydra's
+message; ``validate`` then builds the dataclasses so each ``__post_init__`` checks its ranges,
+naming the key.
 """
 
 from __future__ import annotations
@@ -13,137 +17,13 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from critic.config import CriticConfig
+from envs.checks import check_int
+from envs.config import EnvConfig
 from imagination.config import ImaginationConfig
 from policy.advantages.config import AlgoConfig
 from policy.config import PolicyConfig
-
-CRITICS = ("token", "latent")
-
-
-@dataclass
-class EnvConfig:
-    name: str = MISSING
-    """An environment name known to ``envs.make`` (hidden_number, frozen_lake, sokoban, minishop)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword options of that environment; unknown ones fail at start with the list of valid ones."""
-
-
-def check_int(key: str, value: Any, minimum: int, *, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{key} must be an integer >= {minimum}{' or null' if optional else ''}, got {value!r}")
-
-
-@dataclass
-class WorldModelOptions:
-    """Sizes of the world model (``WorldModelConfig.for_tokenizer`` keywords) and its word caps."""
-
-    latent_size: int = 128
-    """Size D of the history latent."""
-    num_members: int = 5
-    """Ensemble members K; 1 gives no disagreement."""
-    head_hidden: int = 64
-    """Hidden width of each member's reward and done heads."""
-    embed_size: int = 64
-    """Encoder: width of token embeddings and convolutions."""
-    feature_size: int = 128
-    """Encoder: width of one row's feature, the GRU's input."""
-    conv_layers: int = 2
-    """Encoder: residual convolution blocks (0: none)."""
-    model_size: int = 64
-    """Decoder: width of each member's Transformer decoder."""
-    num_layers: int = 2
-    """Decoder: blocks per member."""
-    num_heads: int = 4
-    """Decoder: attention heads; must divide model_size."""
-    latent_slots: int = 8
-    """Decoder: memory vectors cut from the latent."""
-    max_observation_words: int | None = None
-    """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
-    max_action_words: int | None = None
-    """Words kept of each action; None uses the env's own cap."""
-
-    def __post_init__(self) -> None:
-        for name in ("latent_size", "num_members", "head_hidden", "embed_size", "feature_size", "model_size",
-                     "num_layers", "num_heads", "latent_slots"):
-            check_int(f"world_model.{name}", getattr(self, name), 1)
-        check_int("world_model.conv_layers", self.conv_layers, 0)
-        for name in ("max_observation_words", "max_action_words"):
-            check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
-        if self.model_size % self.num_heads:
-            raise ValueError(f"world_model.num_heads ({self.num_heads}) must divide world_model.model_size "
-                             f"({self.model_size})")
-
-    def config_kwargs(self) -> dict[str, Any]:
-        """``WorldModelConfig.for_tokenizer`` keywords."""
-        return {
-            "latent_size": self.latent_size,
-            "num_members": self.num_members,
-            "head_hidden": self.head_hidden,
-            "encoder": {"embed_size": self.embed_size, "feature_size": self.feature_size,
-                        "conv_layers": self.conv_layers},
-            "decoder": {"model_size": self.model_size, "num_layers": self.num_layers, "num_heads": self.num_heads,
-                        "latent_slots": self.latent_slots},
-        }
-
-
-@dataclass
-class CriticConfig:
-    name: str = "token"
-    """Which critic values states for the critic-based algorithms: ``token``, a small decoder over the
-    prompt ids the policy saw (ppo_turn, ppo_token, sppo); ``latent``, the world model's history
-    encoder with a value head, reading the episode so far (ppo_turn, sppo; it has no per-token values)."""
-    hidden_size: int = 32
-    """Width of the token critic's decoder."""
-    num_layers: int = 1
-    """Decoder blocks of the token critic."""
-    num_heads: int = 2
-    """Attention heads of the token critic; must divide hidden_size."""
-    intermediate_size: int = 64
-    """Width of each block's MLP."""
-    latent_size: int = 64
-    """Latent critic: size D of the history latent (the GRU state)."""
-    latent_embed_size: int = 32
-    """Latent critic: width of its token embeddings and convolutions."""
-    latent_feature_size: int = 64
-    """Latent critic: width of one turn's feature, the GRU's input."""
-    latent_conv_layers: int = 2
-    """Latent critic: residual convolution blocks over each turn's words (0: none)."""
-    latent_head_hidden_size: int = 64
-    """Latent critic: hidden width of the value head's MLP (0: a linear head)."""
-    latent_max_observation_words: int | None = None
-    """Latent critic: words kept of each observation or tool result; None uses the env's own cap
-    (``world_model.default_token_limits``, which cuts no observation the env can emit)."""
-    latent_max_action_words: int | None = None
-    """Latent critic: words kept of each action; None uses the env's own cap."""
-
-    def __post_init__(self) -> None:
-        if self.name not in CRITICS:
-            raise ValueError(f"critic.name must be one of {CRITICS}, got {self.name!r}")
-        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "latent_size", "latent_embed_size",
-                     "latent_feature_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"critic.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("latent_conv_layers", "latent_head_hidden_size"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"critic.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("latent_max_observation_words", "latent_max_action_words"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"critic.{name} must be >= 1 or null, got {getattr(self, name)}")
-        if self.hidden_size % self.num_heads:
-            raise ValueError(f"critic.num_heads ({self.num_heads}) must divide critic.hidden_size ({self.hidden_size})")
-
-    def token_kwargs(self) -> dict[str, int]:
-        """The token critic's shape, as ``TokenCriticConfig`` keywords."""
-        return {"hidden_size": self.hidden_size, "num_layers": self.num_layers, "num_heads": self.num_heads,
-                "intermediate_size": self.intermediate_size}
-
-    def latent_kwargs(self) -> dict[str, int]:
-        """The latent critic's shape, as ``LatentCriticConfig.for_tokenizer`` keywords."""
-        return {"latent_size": self.latent_size, "head_hidden_size": self.latent_head_hidden_size,
-                "embed_size": self.latent_embed_size, "feature_size": self.latent_feature_size,
-                "conv_layers": self.latent_conv_layers}
+from world_model.config import WorldModelOptions
 
 
 @dataclass

@@ -14,7 +14,9 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from experiments.config import EnvConfig, WorldModelOptions, check_int
+from envs.checks import check_int
+from envs.config import EnvConfig
+from world_model.config import WorldModelOptions
 
 
 @dataclass

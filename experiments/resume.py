@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from envs.store import StoreError, TrajectoryStore
 from envs.trajectory import Trajectory
 from experiments.checkpoint import Checkpoint, CheckpointError, LoopState, load_latest
+from experiments.config_renames import upgrade_record
 from experiments.neutral_keys import NEUTRAL_KEYS
 
 CHECKPOINTS = "checkpoints"
@@ -89,7 +90,7 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
         check_rewindable(run_dir, checkpoint.loop, run_dir / STORE)
     except CheckpointError as err:
         raise SystemExit(f"resume={run_dir}: {err}") from None
-    saved = checkpoint.config
+    saved = upgrade_record(checkpoint.config)  # a checkpoint from before the nested sections
     keys_given = [o.lstrip("+~").split("=", 1)[0] for o in task_overrides]
     if any(key not in (*NOT_COMPARED, *NEUTRAL_KEYS) for key in keys_given):
         current = config_record(validate(cfg))
@@ -131,7 +132,7 @@ def check_config(saved: dict[str, Any], run: Any, run_dir: Path) -> None:
 def resume_from(run: Any, run_dir: Path, store_path: Path) -> Checkpoint:
     """The newest checkpoint of ``run_dir``, checked against ``run``'s config, with the folder rewound to it."""
     checkpoint = load_latest(run_dir / CHECKPOINTS)
-    check_config(checkpoint.config, run, run_dir)
+    check_config(upgrade_record(checkpoint.config), run, run_dir)
     rewind_run_folder(run_dir, checkpoint.loop, store_path)
     return checkpoint
 

@@ -47,13 +47,13 @@ from typing import Any, Protocol
 import torch
 
 from critic import LatentCritic, LatentCriticConfig
+from critic.config import LatentCriticSection
 from critic.fit import fit_turn_critic, history_states, lambda_returns
 from envs.agent import AgentView
 from envs.collect import collect
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
 from experiments.benchmarks.critic_quality import NoisyExpertAgent, collect_mix
-from experiments.config import CriticConfig
 from world_model import WorldModel, WorldModelConfig, WorldState
 from world_model.lightning_module import fit_world_model
 from world_model.turn_tokens import TurnTokenizer
@@ -207,7 +207,7 @@ def fit_and_save(
     critic_seeds = split_seeds(env, kwargs, "train", seed=seed + 1, count=critic_episodes)
     critic_data = collect(NoisyExpertAgent(seed=seed), env, group_size=1, group_seeds=critic_seeds, env_kwargs=kwargs,
                           progress=False)
-    critic = LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **CriticConfig().latent_kwargs()), tokenizer,
+    critic = LatentCritic(LatentCriticConfig.from_section(tokenizer, LatentCriticSection()), tokenizer,
                           seed=seed)
     start = time.monotonic()
     losses = fit_turn_critic(critic, history_states(critic_data), lambda_returns(critic_data, gamma=gamma),

@@ -3,25 +3,24 @@
     python -m experiments.train env=hidden_number algo=gigpo seed=1
     python -m experiments.train env=hidden_number algo=grpo imagination=dyna imagination.ratio=0.75
 
-Read top to bottom: build the env, tokenizer and policy; warm-start by behaviour cloning; then
-each iteration split the update's groups into real and imagined ones, collect the real ones and
-append them to the store, score and refit the world model on the newest real data, imagine the
-rest from recent real states, estimate advantages over both, take a clipped policy update, and
-log against the number of real environment steps. With ``imagination.ratio=0`` (the default
-``imagination=model_free``) no world model is built and the run is the model-free one. Everything
-lands in Hydra's run directory: the resolved config, ``metrics.jsonl``, TensorBoard events, the
-final policy (and critic, world model), and a ``done`` or ``failed`` marker.
+Read top to bottom: build the env, tokenizer and policy and warm-start by behaviour cloning (the
+builders are in ``experiments/build.py``); then each iteration split the update's groups into real
+and imagined ones, collect the real ones and append them to the store, score and refit the world
+model on the newest real data, imagine the rest from recent real states, estimate advantages over
+both, take a clipped policy update, and log against the number of real environment steps. With
+``imagination.ratio=0`` (the default ``imagination=model_free``) no world model is built and the run
+is the model-free one. Everything lands in Hydra's run directory: the resolved config,
+``metrics.jsonl``, TensorBoard events, the final policy (and critic, world model), and a ``done``
+or ``failed`` marker.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import random
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,18 @@ from lightning.fabric import Fabric
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
 from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.seeding import derive_seed, seed_global_rngs
-from envs.splits import split_seeds
+from experiments.build import (
+    RunParts,
+    build_critic,
+    build_learner,
+    build_model_based,
+    build_policy,
+    fit_on_experts,
+    task_seeds,
+    warm_start,
+)
 from experiments.checkpoint import Checkpoint, save_checkpoint
 from experiments.config import Resolved, register_configs, validate
 from experiments.distributed import (
@@ -68,15 +75,11 @@ from experiments.resume import (
     resume_from,
     trajectories_by_id,
 )
-from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_start_inputs
-from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.metrics import format_imagination_summary, imagination_metrics, imagination_summary
 from imagination.mixing import budget_spent, scheduled_ratio, split_groups
 from imagination.refit import refit_and_gate
-from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
-from imagination.step_groups.real_branch import RealEnvBrancher
 from imagination.value_expansion import (
     check_value_expansion,
     expanded_returns,
@@ -93,64 +96,14 @@ from policy.advantages.algorithms import (
 )
 from policy.advantages.config import AlgoConfig
 from policy.dynamic_sampling import fill_with_informative_groups
-from policy.learner import PPOConfig, PPOLearner
+from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
-from policy.warm_start import behaviour_clone, expert_trajectories
-from world_model import TurnTokenizer, WorldModel, token_limits
-from world_model.lightning_module import fit_world_model
-from world_model.metrics import one_step_accuracy
 
 register_configs()
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
 FULL_PRECISION = ("32-true", "32", "64-true", "64")  # where sampling's log-probs are the learner's (algo.ppo.old_logp)
-
-
-def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
-    """A tiny LM over the env's word-level tokenizer, or a local pretrained model directory; each
-    process (``rank``) samples from its own stream."""
-    if run.policy.pretrained:
-        model, tokenizer = load_local_pretrained(run.policy.pretrained)
-    else:
-        tokenizer = build_tiny_tokenizer(vocabulary)
-        model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
-    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank))
-
-
-def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
-    """The critic of a critic-based algorithm, initialised from the run seed.
-
-    ``critic=token`` reads the policy's prompt ids (its tokenizer's vocabulary); ``critic=latent``
-    reads the histories through its own word tokenizer over the env's ``vocabulary``, with the env's
-    word caps unless ``critic.latent_max_*_words`` set them. The latent critic values whole turns
-    only, so it serves ``ppo_turn`` and ``sppo`` but not ``ppo_token``.
-    """
-    if not run.algo.uses_critic:
-        return None
-    seed = derive_seed(run.seed, "critic-init")
-    if run.critic.name == "token":
-        config = TokenCriticConfig(vocab_size=len(policy.tokenizer), **run.critic.token_kwargs())
-        return TokenCritic(config, seed=seed)
-    if run.algo.value_level == "token":
-        raise ValueError(f"critic=latent has no per-token values, which algo={run.algo.name} needs: use critic=token, "
-                         "or algo=ppo_turn / algo=sppo with the latent critic")
-    limits = token_limits(
-        run.env.name, dict(run.env.kwargs), observation=run.critic.latent_max_observation_words,
-        action=run.critic.latent_max_action_words,
-        option_names=("critic.latent_max_observation_words", "critic.latent_max_action_words"),
-    )
-    tokenizer = TurnTokenizer.build(vocabulary, limits)
-    return LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **run.critic.latent_kwargs()), tokenizer, seed=seed)
-
-
-def learner_config(run: Resolved) -> PPOConfig:
-    """The PPO settings, with Dr. GRPO's divisor fixed to the action token budget unless set."""
-    ppo = run.algo.ppo
-    if ppo.loss_agg == "seq-mean-token-sum-norm" and ppo.loss_scale_factor is None:
-        ppo = dataclasses.replace(ppo, loss_scale_factor=float(run.policy.max_action_tokens))
-    return ppo
 
 
 def train(run: Resolved, run_dir: Path) -> dict[str, float]:
@@ -163,30 +116,6 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     if world_size(trainer) > 1:  # ddp_spawn: the processes run train_on_rank; rank 0's summary comes back
         return fabric.launch(train_on_rank, run, run_dir)
     return train_on_rank(fabric, run, run_dir)
-
-
-@dataclass
-class RunParts:
-    """What one process builds once and every phase of the loop reads. What changes from one
-    iteration to the next is in ``LoopProgress``."""
-
-    fabric: Fabric
-    run: Resolved
-    run_dir: Path
-    env_kwargs: dict[str, Any]
-    policy: LMPolicy
-    critic: torch.nn.Module | None
-    learner: PPOLearner
-    ref_model: torch.nn.Module | None
-    world_model: WorldModel | None
-    counterfactual: CounterfactualGiGPO | None
-    store: TrajectoryStore
-    logger: MetricsLogger | NullLogger
-    eval_seeds: list[int]
-
-    @property
-    def rank0(self) -> bool:
-        return self.fabric.global_rank == 0
 
 
 def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, float]:
@@ -255,93 +184,6 @@ def check_loop_options(run: Resolved) -> None:
         raise ValueError(f"algo.ppo.old_logp=sampling needs full precision (trainer.precision one of {FULL_PRECISION}), "
                          f"got trainer.precision={trainer.precision}: sampling runs outside the learner's autocast, so "
                          "its log-probs are not the learner's; set algo.ppo.old_logp=recompute")
-
-
-def build_model_based(
-    run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str]
-) -> tuple[WorldModel | None, CounterfactualGiGPO | None]:
-    """The world model, built only when the run imagines (ratio 0 is the model-free run, untouched) or
-    its algorithm needs one; and the step groups of ``counterfactual_gigpo`` (imagined at every real
-    step) or ``real_branch_gigpo`` (the same groups played in the real env)."""
-    algo = run.algo
-    world_model = None
-    if run.imagination.enabled or algo.name == "counterfactual_gigpo":
-        world_model = build_world_model(run.world_model, run.env.name, env_kwargs, vocabulary,
-                                        seed=derive_seed(run.seed, "world-model-init"))
-    counterfactual = None
-    brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
-    if algo.name == "real_branch_gigpo":
-        brancher = RealEnvBrancher(run.env.name, env_kwargs, algo, max_turns=run.trainer.max_turns,
-                                   observation_words=run.critic.latent_max_observation_words,
-                                   action_words=run.critic.latent_max_action_words)
-    if algo.name in ("counterfactual_gigpo", "real_branch_gigpo"):
-        counterfactual = CounterfactualGiGPO(algo, run.imagination, world_model, run.env.name, env_kwargs,
-                                             brancher=brancher, critic_options=run.critic.latent_kwargs(),
-                                             max_turns=run.trainer.max_turns,
-                                             seed=derive_seed(run.seed, "counterfactual"))
-    return world_model, counterfactual
-
-
-def build_learner(
-    fabric: Fabric, run: Resolved, policy: LMPolicy, critic: torch.nn.Module | None
-) -> tuple[PPOLearner, torch.nn.Module | None]:
-    """The PPO learner and the reference policy of its optional KL penalty: the policy RL starts from,
-    so it is built after the warm start."""
-    ref_model = copy.deepcopy(policy.model).eval() if run.algo.ppo.kl_coef > 0 else None
-    # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
-    # and its state dict is the original's); sampling and save_policy read the eager policy.model.
-    update_model = torch.compile(policy.model, dynamic=True) if run.trainer.compile else policy.model
-    learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
-                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates)
-    return learner, ref_model
-
-
-def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int, *tags: object) -> list[int]:
-    """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
-    return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
-
-
-def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> list[Trajectory]:
-    """1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
-    Returns the expert demonstrations, whose env steps are reported apart from the RL x-axis."""
-    ws, max_turns = run.trainer.warm_start, run.trainer.max_turns
-    experts = expert_trajectories(run.env.name, seeds=task_seeds(run, env_kwargs, "train", ws.expert_episodes, "expert"),
-                                  env_kwargs=env_kwargs, max_turns=max_turns)
-    cache_inputs = warm_start_inputs(run.env.name, env_kwargs, run.policy, ws, max_turns, run.seed)
-    if ws.cache_dir is not None and (folder := load_warm_start(ws.cache_dir, cache_inputs, policy.model)) is not None:
-        if progress:
-            print(f"warm start: the cloned policy of {folder}", flush=True)
-        return experts
-    clone_eval_seeds = task_seeds(run, env_kwargs, "train", ws.eval_episodes, "clone-eval")
-    behaviour_clone(
-        policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
-        stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=progress,
-        evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
-                                    env_kwargs, seeds=clone_eval_seeds, max_turns=max_turns).success_rate,
-    )
-    if ws.cache_dir is not None:
-        save_warm_start(ws.cache_dir, cache_inputs, policy.model)
-    return experts
-
-
-def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> None:
-    """The expert demonstrations are real episodes (their steps are reported apart): the world model
-    starts from them, and the gate reads its first score on a held-out tenth."""
-    imagination, world_model = parts.run.imagination, parts.world_model
-    experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
-    progress.next_ids = {"group": len(experts), "trajectory": len(experts)}
-    progress.recent.extend(experts)
-    held_out = experts[: max(1, len(experts) // 10)]
-    if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
-        parts.store.append(experts)
-        fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
-                        batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
-                        seed=derive_seed(parts.run.seed, "world-model-fit", 0))
-        gate_change = progress.gate.update(one_step_accuracy(world_model, held_out).exact_match)
-        parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
-    progress.world_model_fitted = True
-    broadcast_module_(parts.fabric, world_model)
-    progress.gate.is_open = broadcast_json(parts.fabric, progress.gate.is_open)
 
 
 def evaluate_policy(parts: RunParts) -> dict[str, float]:

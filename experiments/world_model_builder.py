@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.config import WorldModelOptions
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig, token_limits
+from world_model.config import WorldModelOptions
 
 
 def build_world_model(
@@ -18,4 +18,4 @@ def build_world_model(
         option_names=("world_model.max_observation_words", "world_model.max_action_words"),
     )
     tokenizer = TurnTokenizer.build(vocabulary, limits)
-    return WorldModel(WorldModelConfig.for_tokenizer(tokenizer, **options.config_kwargs()), tokenizer, seed=seed)
+    return WorldModel(WorldModelConfig.from_options(tokenizer, options), tokenizer, seed=seed)

@@ -9,24 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from envs.checks import check_float, check_int
+
 MODES = ("policy", "value_expansion")
 
 
 def _check_number(key: str, value: Any, low: float, high: float | None = None, *, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low or (
-        high is not None and not value <= high
-    ):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"imagination.{key} must be a number {bound}{' or null' if optional else ''}, got {value!r}")
+    check_float(f"imagination.{key}", value, low, high, optional=optional)
 
 
 def _check_int(key: str, value: Any, low: int, *, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"imagination.{key} must be an integer >= {low}{' or null' if optional else ''}, got {value!r}")
+    check_int(f"imagination.{key}", value, low, optional=optional)
 
 
 @dataclass

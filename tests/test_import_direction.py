@@ -54,3 +54,11 @@ def test_moved_modules_leave_no_shim():
            "policy/fused_config.py", "policy/counterfactual_config.py", "imagination/counterfactual_gigpo.py",
            "imagination/counterfactual_math.py", "imagination/counterfactual_groups.py", "imagination/real_branch.py"]
     assert [path for path in old if (ROOT / path).exists()] == []
+
+
+def test_the_builders_do_not_import_the_loop():
+    """``experiments/build.py`` is what ``experiments/train.py`` builds before its loop; never the other way."""
+    tree = ast.parse((ROOT / "experiments" / "build.py").read_text(encoding="utf-8"))
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "experiments.train" not in modules and "experiments" in {m.split(".")[0] for m in modules}

@@ -20,7 +20,7 @@ weights only, and every weight must be present.
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
 from world_model.batch import WorldModelBatch
+from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
 from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
@@ -130,6 +131,19 @@ class WorldModelConfig:
             max_observation_words=limits.observation,
             max_action_words=limits.action,
             **options,
+        )
+
+    @classmethod
+    def from_options(cls, tokenizer: TurnTokenizer, options: WorldModelOptions) -> "WorldModelConfig":
+        """The ``world_model`` group's sizes, with the vocabulary and caps of ``tokenizer`` (which
+        already applies the group's word caps)."""
+        return cls.for_tokenizer(
+            tokenizer,
+            latent_size=options.latent_size,
+            num_members=options.num_members,
+            head_hidden=options.head_hidden,
+            encoder=asdict(options.encoder),
+            decoder=asdict(options.decoder),
         )
 
 

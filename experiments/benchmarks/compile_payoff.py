@@ -144,7 +144,7 @@ def measure(settings: Settings, batches: int, progress: Callable[[str], None] | 
     trainer, algo, seed = run_cfg.trainer, run_cfg.algo, run_cfg.seed
     groups = settings.groups or trainer.groups_per_iteration
 
-    from experiments.train import learner_config  # the training loop's own builder
+    from experiments.build import learner_config  # the training loop's own builder
 
     collections = [collect_groups(run_cfg, policy, iteration_seeds(run_cfg, groups, i + 1)) for i in range(batches)]
     updates = []  # (tokens, advantages, weights) per batch, as the training loop hands them to the learner

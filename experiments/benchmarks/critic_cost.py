@@ -15,7 +15,7 @@ state after that turn given everything before it:
 Both critics read the same token rows (``TurnTokenizer``: the observation row, then one
 ``<res> result <act> action </s>`` row per turn), and every variant tokenises only the new turn's
 text. The decoder is sized so that its parameter count is close to the latent critic's (the
-latent critic uses the training defaults, ``experiments.config.CriticConfig``); both counts are
+latent critic uses the training defaults, ``critic.config.LatentCriticSection``); both counts are
 printed. Turns are real ones: RandomAgent episodes of the env, chained one after another into a
 history as long as asked. One thread, ``torch.no_grad()``, eval mode; each time is the median of
 ``--repeats`` runs, in this thread's CPU time by default (``--clock cpu``: on a shared machine,
@@ -35,9 +35,9 @@ import torch
 from transformers import DynamicCache
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
+from critic.config import LatentCriticSection
 from envs.agent import RandomAgent
 from envs.collect import collect
-from experiments.config import CriticConfig
 from world_model.turn_tokens import TurnTokenizer
 
 DEFAULT_TURNS = (1, 2, 4, 8, 16, 32, 64)
@@ -145,7 +145,7 @@ def run(
 
 def _run(turns: tuple[int, ...], env: str, repeats: int, seed: int, clock: str, decoder: dict[str, int]) -> Result:
     tokenizer = TurnTokenizer.for_env(env)
-    latent = LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **CriticConfig().latent_kwargs()), tokenizer,
+    latent = LatentCritic(LatentCriticConfig.from_section(tokenizer, LatentCriticSection()), tokenizer,
                           seed=seed).eval()
     observation, pairs = synthetic_history(env, max(turns), seed)
 

@@ -17,10 +17,10 @@ budget ends them), so the targets depend on neither critic.
 Critics, with the same initialisation seed and a similar parameter count:
 
 - ``latent``: ``LatentCritic`` over the env's ``TurnTokenizer``, reading each state's history, with
-  the training defaults of ``experiments.config.CriticConfig``;
+  the training defaults of ``critic.config.LatentCriticSection``;
 - ``token``: ``TokenCritic`` (a one-block Llama decoder, ``--token-hidden-size`` wide, 4 heads, MLP
   twice as wide: by default the size ``critic_cost`` compares with; the training default,
-  ``critic.hidden_size=32``, is about a fifth of the latent critic) over the prompt ids a tiny
+  ``critic.token.hidden_size=32``, is about a fifth of the latent critic) over the prompt ids a tiny
   policy would see in that state
   (``LMPolicy.state_prompts``, the policy's word tokenizer over the env's vocabulary,
   ``--history-window`` past turns rendered; the policy's own weights are never used).
@@ -43,6 +43,7 @@ from typing import Any
 import torch
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
+from critic.config import LatentCriticSection
 from critic.fit import (
     explained_variance,
     fit_turn_critic,
@@ -57,7 +58,6 @@ from envs.collect import collect
 from envs.registry import make
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
-from experiments.config import CriticConfig
 from policy.config import PolicyConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
@@ -167,9 +167,8 @@ def run(
     log(f"env {env} {kwargs}: {len(train)} train episodes ({len(train_y)} states), "
         f"{len(held)} held-out episodes ({len(held_y)} states), gamma {gamma}")
 
-    defaults = CriticConfig()
     tokenizer = TurnTokenizer.for_env(env, kwargs)
-    latent = LatentCritic(LatentCriticConfig.for_tokenizer(tokenizer, **defaults.latent_kwargs()), tokenizer, seed=seed)
+    latent = LatentCritic(LatentCriticConfig.from_section(tokenizer, LatentCriticSection()), tokenizer, seed=seed)
     policy = state_policy(env, kwargs, history_window)
     token_config = TokenCriticConfig(vocab_size=len(policy.tokenizer), hidden_size=token_hidden_size, num_layers=1,
                                      num_heads=4, intermediate_size=2 * token_hidden_size)

@@ -13,7 +13,7 @@ actions from its seed, snapshot, roll out; one estimate per distinct state, shar
 members that reach it). Its noise is printed (the mean standard error of A) and is the same for
 every estimator.
 
-Critic: a ``LatentCritic`` (the training defaults of ``experiments.config.CriticConfig``) fitted with
+Critic: a ``LatentCritic`` (the training defaults of ``critic.config.LatentCriticSection``) fitted with
 ``critic.fit.fit_turn_critic`` on ``--critic-episodes`` episodes of the same agent on train-split seeds
 (Monte-Carlo returns, gamma 1), read after each of ``--critic-steps`` cumulative AdamW steps: 0 is an
 untrained critic, the way a run starts; its explained variance on the evaluation rows is printed.
@@ -49,6 +49,7 @@ import torch
 from tqdm.auto import tqdm
 
 from critic import LatentCritic, LatentCriticConfig
+from critic.config import LatentCriticSection
 from critic.fit import explained_variance, fit_turn_critic, history_states, lambda_returns, predict
 from envs.collect import collect
 from envs.registry import make
@@ -56,7 +57,6 @@ from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
 from experiments.benchmarks.critic_quality import NoisyExpertAgent
-from experiments.config import CriticConfig
 from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
 from policy.advantages.config import AlgoConfig, FusedConfig
 from world_model.turn_tokens import TurnTokenizer
@@ -232,7 +232,7 @@ def run(
 
     tokenizer = TurnTokenizer.for_env(ENV, ENV_KWARGS)
     critic = LatentCritic(
-        LatentCriticConfig.for_tokenizer(tokenizer, **CriticConfig().latent_kwargs()),
+        LatentCriticConfig.from_section(tokenizer, LatentCriticSection()),
         tokenizer,
         seed=derive_seed(seed, "critic-init"),
     )

@@ -151,7 +151,7 @@ def warm_started(settings: Settings, progress: Callable[[str], None]):
     seed_global_rngs(derive_seed(seed, "global"))
     torch.set_num_threads(1)
 
-    from experiments.train import build_policy  # the training loop's own builder
+    from experiments.build import build_policy  # the training loop's own builder
 
     policy = build_policy(run_cfg, env.vocabulary())
     experts = expert_trajectories(

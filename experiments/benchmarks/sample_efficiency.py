@@ -37,7 +37,7 @@ from experiments.resume import CHECKPOINTS
 MODEL_BASED = [
     "imagination=dyna", "imagination.gate_threshold=0", "imagination.fit_every=2", "imagination.fit_steps=40",
     "imagination.fit_batch_size=16", "world_model.latent_size=64", "world_model.num_members=3",
-    "world_model.model_size=32", "world_model.num_layers=1", "world_model.num_heads=2", "world_model.latent_slots=4",
+    "world_model.decoder.model_size=32", "world_model.decoder.num_layers=1", "world_model.decoder.num_heads=2", "world_model.decoder.latent_slots=4",
 ]
 METHODS: dict[str, list[str]] = {
     "ppo_turn": ["algo=ppo_turn"],

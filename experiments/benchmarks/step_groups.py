@@ -63,7 +63,6 @@ from experiments.benchmarks.step_group_measures import (
     spearman,
     wilson_interval,
 )
-from experiments.config import WorldModelOptions
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.advantages import counterfactual_step_advantages
 from imagination.step_groups.groups import RealActionFirst, imagine_counterfactual_groups
@@ -75,6 +74,7 @@ from policy.config import PolicyConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
 from policy.warm_start import behaviour_clone, expert_trajectories
+from world_model.config import WorldModelOptions
 from world_model.lightning_module import fit_world_model
 
 ENVS: dict[str, dict[str, Any]] = {
@@ -86,10 +86,7 @@ POLICY = PolicyConfig(history_window=0, hidden_size=64, num_layers=2, num_heads=
 WORLD_MODEL = {
     "latent_size": 64,
     "num_members": 3,
-    "model_size": 32,
-    "num_layers": 1,
-    "num_heads": 2,
-    "latent_slots": 4,
+    "decoder": {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 4},
 }
 GAMMA, PENALTY = 0.95, 0.1  # the training defaults: algo.gamma, algo.invalid_action_penalty
 

@@ -222,7 +222,7 @@ def _measure(settings: Settings, progress: Callable[[str], None]) -> Result:
     env_name, seed = run_cfg.env.name, run_cfg.seed
     groups = settings.groups or trainer.groups_per_iteration
 
-    from experiments.train import learner_config  # the training loop's own builder
+    from experiments.build import learner_config  # the training loop's own builder
 
     train_seeds = iteration_seeds(run_cfg, groups, 1)
 

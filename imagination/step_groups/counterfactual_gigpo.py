@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import torch
 
+from critic.config import LatentCriticSection
 from critic.fit import fit_turn_critic, history_states, lambda_returns, predict
 from critic.latent_critic import LatentCritic, LatentCriticConfig
 from envs.seeding import derive_seed_63bit
@@ -122,7 +123,7 @@ class WorldModelBrancher:
 class CounterfactualGiGPO:
     """The per-iteration estimator: fits its latent critic, imagines the groups, returns advantages.
 
-    ``critic_options``: ``LatentCriticConfig.for_tokenizer`` keywords (``CriticConfig.latent_kwargs``);
+    ``critic_options``: the latent critic's sizes (the run's ``critic.latent`` section);
     ``seed`` drives the critic's initialisation, its fits, the world model's draws and the siblings'
     sampling stream (a policy copy with its own generator, so the real rollouts' stream is untouched).
     ``brancher``: where the members play (default: ``WorldModelBrancher`` on ``world_model``).
@@ -136,7 +137,7 @@ class CounterfactualGiGPO:
         env_name: str,
         env_kwargs: dict[str, Any],
         *,
-        critic_options: dict[str, Any],
+        critic_options: LatentCriticSection,
         seed: int,
         max_turns: int | None = None,
         brancher: Brancher | None = None,
@@ -156,7 +157,7 @@ class CounterfactualGiGPO:
         )
         tokenizer = self.brancher.tokenizer
         self.critic = LatentCritic(
-            LatentCriticConfig.for_tokenizer(tokenizer, **critic_options),
+            LatentCriticConfig.from_section(tokenizer, critic_options),
             tokenizer,
             seed=derive_seed_63bit(seed, "critic-init"),
         )

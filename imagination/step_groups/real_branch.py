@@ -136,7 +136,7 @@ class RealEnvBrancher:
     """The brancher of ``algo=real_branch_gigpo`` (``imagination.step_groups.counterfactual_gigpo.Brancher``).
 
     ``observation_words`` / ``action_words``: the latent critic's word caps (None: the env's), as
-    ``critic.latent_max_*_words``. The real env has no randomness of its own to seed: a call's
+    ``critic.latent.max_*_words``. The real env has no randomness of its own to seed: a call's
     ``seed`` is unused (the siblings come from the policy's stream, the outcomes from the recorded RNG).
     """
 
@@ -163,7 +163,7 @@ class RealEnvBrancher:
             self.env_kwargs,
             observation=observation_words,
             action=action_words,
-            option_names=("critic.latent_max_observation_words", "critic.latent_max_action_words"),
+            option_names=("critic.latent.max_observation_words", "critic.latent.max_action_words"),
         )
         self.tokenizer = TurnTokenizer.build(make(env_name, **self.env_kwargs).vocabulary(), limits)
         self.last: dict[str, float] = {}

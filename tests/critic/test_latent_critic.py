@@ -276,12 +276,15 @@ def test_a_few_steps_reduce_a_value_regression_loss(trajectories):
 
 
 def test_the_run_configs_latent_options_are_checked_by_name():
-    from experiments.config import CRITICS, CriticConfig
+    from critic.config import CRITICS, CriticConfig, LatentCriticSection
 
     assert "latent" in CRITICS
-    assert CriticConfig(name="latent").latent_kwargs() == {
-        "latent_size": 64, "head_hidden_size": 64, "embed_size": 32, "feature_size": 64, "conv_layers": 2}
-    for key, value, rule in (("latent_size", 0, ">= 1"), ("latent_conv_layers", -1, ">= 0"),
-                             ("latent_head_hidden_size", -1, ">= 0"), ("latent_max_action_words", 0, ">= 1 or null")):
-        with pytest.raises(ValueError, match=f"critic.{key} must be {rule}"):
-            CriticConfig(name="latent", **{key: value})
+    config = LatentCriticConfig.from_section(TOKENIZER, CriticConfig(name="latent").latent)
+    assert config == LatentCriticConfig.for_tokenizer(TOKENIZER, latent_size=64, head_hidden_size=64, embed_size=32,
+                                                      feature_size=64, conv_layers=2)
+    for key, value, rule in (("latent_size", 0, ">= 1"), ("conv_layers", -1, ">= 0"),
+                             ("head_hidden_size", -1, ">= 0"), ("max_action_words", 0, ">= 1 or null")):
+        with pytest.raises(ValueError, match=f"critic.latent.{key} must be an integer {rule}"):
+            CriticConfig(name="latent", latent={key: value})
+        with pytest.raises(ValueError, match=f"critic.latent.{key} must be an integer {rule}"):
+            LatentCriticSection(**{key: value})

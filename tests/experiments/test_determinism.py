@@ -55,10 +55,10 @@ BASE = [
     "algo.ppo.epochs=1",
 ]
 SMALL_LATENT_CRITIC = [
-    "critic.latent_size=16",
-    "critic.latent_embed_size=16",
-    "critic.latent_feature_size=16",
-    "critic.latent_head_hidden_size=16",
+    "critic.latent.latent_size=16",
+    "critic.latent.embed_size=16",
+    "critic.latent.feature_size=16",
+    "critic.latent.head_hidden_size=16",
 ]
 MODEL_BASED = [
     *SMALL_WORLD_MODEL,

@@ -26,13 +26,13 @@ TINY = [
     "world_model.latent_size=32",
     "world_model.num_members=2",
     "world_model.head_hidden=16",
-    "world_model.embed_size=16",
-    "world_model.feature_size=32",
-    "world_model.conv_layers=1",
-    "world_model.model_size=16",
-    "world_model.num_layers=1",
-    "world_model.num_heads=2",
-    "world_model.latent_slots=4",
+    "world_model.encoder.embed_size=16",
+    "world_model.encoder.feature_size=32",
+    "world_model.encoder.conv_layers=1",
+    "world_model.decoder.model_size=16",
+    "world_model.decoder.num_layers=1",
+    "world_model.decoder.num_heads=2",
+    "world_model.decoder.latent_slots=4",
 ]
 
 

@@ -13,9 +13,9 @@ from world_model import WorldModel
 pytestmark = pytest.mark.slow
 
 SMALL_WORLD_MODEL = [
-    "world_model.latent_size=16", "world_model.num_members=2", "world_model.embed_size=16",
-    "world_model.feature_size=16", "world_model.model_size=16", "world_model.num_heads=2",
-    "world_model.num_layers=1", "imagination.first_fit_steps=3", "imagination.fit_steps=2",
+    "world_model.latent_size=16", "world_model.num_members=2", "world_model.encoder.embed_size=16",
+    "world_model.encoder.feature_size=16", "world_model.decoder.model_size=16", "world_model.decoder.num_heads=2",
+    "world_model.decoder.num_layers=1", "imagination.first_fit_steps=3", "imagination.fit_steps=2",
 ]
 BASE = [*TINY, "algo=grpo", "trainer.iterations=3", "trainer.groups_per_iteration=4"]
 TIMING = ("charts/elapsed_s", "time/")

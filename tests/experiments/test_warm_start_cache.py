@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-import experiments.train as train_module
+import experiments.build as build_module
 from experiments.config import WarmStartConfig
 from experiments.warm_start_cache import (
     WEIGHTS,
@@ -86,7 +86,7 @@ def test_a_run_that_loads_its_warm_start_is_the_run_that_clones(tmp_path, monkey
     def no_cloning(*args, **kwargs):
         raise AssertionError("cloned although the warm start was cached")
 
-    monkeypatch.setattr(train_module, "behaviour_clone", no_cloning)
+    monkeypatch.setattr(build_module, "behaviour_clone", no_cloning)
     train_in_process(cached, tmp_path / "loaded")
     reference = comparable(tmp_path / "plain")
     assert comparable(tmp_path / "first") == reference and comparable(tmp_path / "loaded") == reference

@@ -10,6 +10,7 @@ import torch
 
 import envs
 import imagination.step_groups.counterfactual_gigpo as glue
+from critic.config import LatentCriticSection
 from imagination.config import ImaginationConfig
 from imagination.step_groups.advantages import counterfactual_step_advantages
 from imagination.step_groups.groups import CounterfactualGroups
@@ -22,7 +23,7 @@ from policy.model import build_tiny_lm, build_tiny_tokenizer
 from policy.rollout_batch import build_rollout_batch
 from tests.imagination.conftest import tiny_model
 
-CRITIC = {"latent_size": 8, "head_hidden_size": 8, "embed_size": 8, "feature_size": 8, "conv_layers": 0}
+CRITIC = LatentCriticSection(latent_size=8, head_hidden_size=8, embed_size=8, feature_size=8, conv_layers=0)
 KWARGS = {"n": 4, "max_turns": 2}
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import envs
+from critic.config import LatentCriticSection
 from envs.collect import BranchReplayError
 from envs.hidden_number import HiddenNumberEnv
 from imagination.config import ImaginationConfig
@@ -199,7 +200,7 @@ def test_fallback_uncertainty_is_refused_without_a_world_model():
     oracle = RealEnvBrancher("hidden_number", {}, algo)
     with pytest.raises(ValueError, match="algo.counterfactual.fallback_uncertainty"):
         CounterfactualGiGPO(
-            algo, ImaginationConfig(), None, "hidden_number", {}, critic_options={}, seed=0, brancher=oracle
+            algo, ImaginationConfig(), None, "hidden_number", {}, critic_options=LatentCriticSection(), seed=0, brancher=oracle
         )
 
 

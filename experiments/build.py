@@ -1,0 +1,196 @@
+"""The builders of a training run: everything ``experiments/train.py`` makes once before its loop.
+
+The policy, the critic, the world model and the step-group estimator, the learner, the warm start
+(behaviour cloning on expert demonstrations) and the world model's first fit on those demonstrations;
+and ``RunParts``, what the loop's phases read. Each component draws its weights and samples from its
+own stream derived from the run's one seed (``envs.seeding.derive_seed``), so building in
+another order changes nothing. This module never imports ``experiments.train``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric import Fabric
+
+from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
+from envs import Trajectory, TrajectoryStore
+from envs.seeding import derive_seed
+from envs.splits import split_seeds
+from experiments.config import Resolved
+from experiments.distributed import NullLogger, broadcast_json, broadcast_module_, rank_seed
+from experiments.evaluation import evaluate
+from experiments.loop_progress import LoopProgress
+from experiments.metrics_logger import MetricsLogger
+from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_start_inputs
+from experiments.world_model_builder import build_world_model
+from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
+from imagination.step_groups.real_branch import RealEnvBrancher
+from policy.learner import PPOConfig, PPOLearner
+from policy.lm_policy import LMPolicy
+from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
+from policy.warm_start import behaviour_clone, expert_trajectories
+from world_model import TurnTokenizer, WorldModel, token_limits
+from world_model.lightning_module import fit_world_model
+from world_model.metrics import one_step_accuracy
+
+
+@dataclass
+class RunParts:
+    """What one process builds once and every phase of the loop reads. What changes from one
+    iteration to the next is in ``LoopProgress``."""
+
+    fabric: Fabric
+    run: Resolved
+    run_dir: Path
+    env_kwargs: dict[str, Any]
+    policy: LMPolicy
+    critic: torch.nn.Module | None
+    learner: PPOLearner
+    ref_model: torch.nn.Module | None
+    world_model: WorldModel | None
+    counterfactual: CounterfactualGiGPO | None
+    store: TrajectoryStore
+    logger: MetricsLogger | NullLogger
+    eval_seeds: list[int]
+
+    @property
+    def rank0(self) -> bool:
+        return self.fabric.global_rank == 0
+
+
+def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
+    """A tiny LM over the env's word-level tokenizer, or a local pretrained model directory; each
+    process (``rank``) samples from its own stream."""
+    if run.policy.pretrained:
+        model, tokenizer = load_local_pretrained(run.policy.pretrained)
+    else:
+        tokenizer = build_tiny_tokenizer(vocabulary)
+        model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
+    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank))
+
+
+def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
+    """The critic of a critic-based algorithm, initialised from the run seed.
+
+    ``critic=token`` reads the policy's prompt ids (its tokenizer's vocabulary); ``critic=latent``
+    reads the histories through its own word tokenizer over the env's ``vocabulary``, with the env's
+    word caps unless ``critic.latent.max_*_words`` set them. The latent critic values whole turns
+    only, so it serves ``ppo_turn`` and ``sppo`` but not ``ppo_token``.
+    """
+    if not run.algo.uses_critic:
+        return None
+    seed = derive_seed(run.seed, "critic-init")
+    if run.critic.name == "token":
+        config = TokenCriticConfig(vocab_size=len(policy.tokenizer), **dataclasses.asdict(run.critic.token))
+        return TokenCritic(config, seed=seed)
+    if run.algo.value_level == "token":
+        raise ValueError(f"critic=latent has no per-token values, which algo={run.algo.name} needs: use critic=token, "
+                         "or algo=ppo_turn / algo=sppo with the latent critic")
+    limits = token_limits(
+        run.env.name, dict(run.env.kwargs), observation=run.critic.latent.max_observation_words,
+        action=run.critic.latent.max_action_words,
+        option_names=("critic.latent.max_observation_words", "critic.latent.max_action_words"),
+    )
+    tokenizer = TurnTokenizer.build(vocabulary, limits)
+    return LatentCritic(LatentCriticConfig.from_section(tokenizer, run.critic.latent), tokenizer, seed=seed)
+
+
+def build_model_based(
+    run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str]
+) -> tuple[WorldModel | None, CounterfactualGiGPO | None]:
+    """The world model, built only when the run imagines (ratio 0 is the model-free run, untouched) or
+    its algorithm needs one; and the step groups of ``counterfactual_gigpo`` (imagined at every real
+    step) or ``real_branch_gigpo`` (the same groups played in the real env)."""
+    algo = run.algo
+    world_model = None
+    if run.imagination.enabled or algo.name == "counterfactual_gigpo":
+        world_model = build_world_model(run.world_model, run.env.name, env_kwargs, vocabulary,
+                                        seed=derive_seed(run.seed, "world-model-init"))
+    counterfactual = None
+    brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
+    if algo.name == "real_branch_gigpo":
+        brancher = RealEnvBrancher(run.env.name, env_kwargs, algo, max_turns=run.trainer.max_turns,
+                                   observation_words=run.critic.latent.max_observation_words,
+                                   action_words=run.critic.latent.max_action_words)
+    if algo.name in ("counterfactual_gigpo", "real_branch_gigpo"):
+        counterfactual = CounterfactualGiGPO(algo, run.imagination, world_model, run.env.name, env_kwargs,
+                                             brancher=brancher, critic_options=run.critic.latent,
+                                             max_turns=run.trainer.max_turns,
+                                             seed=derive_seed(run.seed, "counterfactual"))
+    return world_model, counterfactual
+
+
+def learner_config(run: Resolved) -> PPOConfig:
+    """The PPO settings, with Dr. GRPO's divisor fixed to the action token budget unless set."""
+    ppo = run.algo.ppo
+    if ppo.loss_agg == "seq-mean-token-sum-norm" and ppo.loss_scale_factor is None:
+        ppo = dataclasses.replace(ppo, loss_scale_factor=float(run.policy.max_action_tokens))
+    return ppo
+
+
+def build_learner(
+    fabric: Fabric, run: Resolved, policy: LMPolicy, critic: torch.nn.Module | None
+) -> tuple[PPOLearner, torch.nn.Module | None]:
+    """The PPO learner and the reference policy of its optional KL penalty: the policy RL starts from,
+    so it is built after the warm start."""
+    ref_model = copy.deepcopy(policy.model).eval() if run.algo.ppo.kl_coef > 0 else None
+    # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
+    # and its state dict is the original's); sampling and save_policy read the eager policy.model.
+    update_model = torch.compile(policy.model, dynamic=True) if run.trainer.compile else policy.model
+    learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
+                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates)
+    return learner, ref_model
+
+
+def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int, *tags: object) -> list[int]:
+    """Env seeds whose tasks lie in ``split``: training never sees an evaluation task."""
+    return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
+
+
+def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> list[Trajectory]:
+    """1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
+    Returns the expert demonstrations, whose env steps are reported apart from the RL x-axis."""
+    ws, max_turns = run.trainer.warm_start, run.trainer.max_turns
+    experts = expert_trajectories(run.env.name, seeds=task_seeds(run, env_kwargs, "train", ws.expert_episodes, "expert"),
+                                  env_kwargs=env_kwargs, max_turns=max_turns)
+    cache_inputs = warm_start_inputs(run.env.name, env_kwargs, run.policy, ws, max_turns, run.seed)
+    if ws.cache_dir is not None and (folder := load_warm_start(ws.cache_dir, cache_inputs, policy.model)) is not None:
+        if progress:
+            print(f"warm start: the cloned policy of {folder}", flush=True)
+        return experts
+    clone_eval_seeds = task_seeds(run, env_kwargs, "train", ws.eval_episodes, "clone-eval")
+    behaviour_clone(
+        policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
+        stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=progress,
+        evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
+                                    env_kwargs, seeds=clone_eval_seeds, max_turns=max_turns).success_rate,
+    )
+    if ws.cache_dir is not None:
+        save_warm_start(ws.cache_dir, cache_inputs, policy.model)
+    return experts
+
+
+def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> None:
+    """The expert demonstrations are real episodes (their steps are reported apart): the world model
+    starts from them, and the gate reads its first score on a held-out tenth."""
+    imagination, world_model = parts.run.imagination, parts.world_model
+    experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
+    progress.next_ids = {"group": len(experts), "trajectory": len(experts)}
+    progress.recent.extend(experts)
+    held_out = experts[: max(1, len(experts) // 10)]
+    if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
+        parts.store.append(experts)
+        fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
+                        batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+                        seed=derive_seed(parts.run.seed, "world-model-fit", 0))
+        gate_change = progress.gate.update(one_step_accuracy(world_model, held_out).exact_match)
+        parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
+    progress.world_model_fitted = True
+    broadcast_module_(parts.fabric, world_model)
+    progress.gate.is_open = broadcast_json(parts.fabric, progress.gate.is_open)

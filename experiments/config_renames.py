@@ -1,0 +1,51 @@
+"""Config keys renamed when the ``world_model`` and ``critic`` groups got nested sections.
+
+A checkpoint records its run's config (``experiments.resume.config_record``); one written before the
+rename holds the flat keys. ``upgrade_record`` moves them into their sections so such a run still
+resumes, and is compared key by key with today's config. ``docs/configuration.md`` lists the same
+renames for people.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+RENAMED: dict[str, dict[str, tuple[str, str]]] = {
+    "world_model": {
+        "embed_size": ("encoder", "embed_size"),
+        "feature_size": ("encoder", "feature_size"),
+        "conv_layers": ("encoder", "conv_layers"),
+        "model_size": ("decoder", "model_size"),
+        "num_layers": ("decoder", "num_layers"),
+        "num_heads": ("decoder", "num_heads"),
+        "latent_slots": ("decoder", "latent_slots"),
+    },
+    "critic": {
+        "hidden_size": ("token", "hidden_size"),
+        "num_layers": ("token", "num_layers"),
+        "num_heads": ("token", "num_heads"),
+        "intermediate_size": ("token", "intermediate_size"),
+        "latent_size": ("latent", "latent_size"),
+        "latent_embed_size": ("latent", "embed_size"),
+        "latent_feature_size": ("latent", "feature_size"),
+        "latent_conv_layers": ("latent", "conv_layers"),
+        "latent_head_hidden_size": ("latent", "head_hidden_size"),
+        "latent_max_observation_words": ("latent", "max_observation_words"),
+        "latent_max_action_words": ("latent", "max_action_words"),
+    },
+}
+"""group -> old key -> (section, new key)."""
+
+
+def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a run's config record with every old flat key moved into its section."""
+    record = copy.deepcopy(record)
+    for group, moves in RENAMED.items():
+        values = record.get(group)
+        if not isinstance(values, dict):
+            continue
+        for old, (section, new) in moves.items():
+            if old in values:  # no new-format key shares an old key's name, so this is idempotent
+                values.setdefault(section, {})[new] = values.pop(old)
+    return record

@@ -1,0 +1,80 @@
+"""``WorldModelOptions``: the ``world_model`` Hydra group, the world model's sizes and word caps.
+
+Its ``encoder`` and ``decoder`` sections hold the knobs of ``EncoderConfig`` and ``DecoderConfig``
+field for field; the sizes that come from the tokenizer (vocabulary, row lengths) are filled at build
+time by ``WorldModelConfig.from_options``, which is what a saved model's config.json records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from envs.checks import check_int
+
+
+@dataclass
+class EncoderSection:
+    """The history encoder (``world_model.encoder.*``)."""
+
+    embed_size: int = 64
+    """Width of token embeddings and convolutions."""
+    feature_size: int = 128
+    """Width of one row's feature, the GRU's input."""
+    conv_layers: int = 2
+    """Residual convolution blocks (0: none)."""
+
+    def __post_init__(self) -> None:
+        check_int("world_model.encoder.embed_size", self.embed_size, 1)
+        check_int("world_model.encoder.feature_size", self.feature_size, 1)
+        check_int("world_model.encoder.conv_layers", self.conv_layers, 0)
+
+
+@dataclass
+class DecoderSection:
+    """Each ensemble member's observation decoder (``world_model.decoder.*``)."""
+
+    model_size: int = 64
+    """Width of each member's Transformer decoder."""
+    num_layers: int = 2
+    """Blocks per member."""
+    num_heads: int = 4
+    """Attention heads; must divide model_size."""
+    latent_slots: int = 8
+    """Memory vectors cut from the latent."""
+
+    def __post_init__(self) -> None:
+        for name in ("model_size", "num_layers", "num_heads", "latent_slots"):
+            check_int(f"world_model.decoder.{name}", getattr(self, name), 1)
+        if self.model_size % self.num_heads:
+            raise ValueError(f"world_model.decoder.num_heads ({self.num_heads}) must divide "
+                             f"world_model.decoder.model_size ({self.model_size})")
+
+
+@dataclass
+class WorldModelOptions:
+    """The world model's sizes and the word caps of its tokenizer."""
+
+    latent_size: int = 128
+    """Size D of the history latent."""
+    num_members: int = 5
+    """Ensemble members K; 1 gives no disagreement."""
+    head_hidden: int = 64
+    """Hidden width of each member's reward and done heads."""
+    encoder: EncoderSection = field(default_factory=EncoderSection)
+    """The history encoder."""
+    decoder: DecoderSection = field(default_factory=DecoderSection)
+    """Each member's observation decoder."""
+    max_observation_words: int | None = None
+    """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
+    max_action_words: int | None = None
+    """Words kept of each action; None uses the env's own cap."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.encoder, dict):  # built by hand rather than by Hydra
+            self.encoder = EncoderSection(**self.encoder)
+        if isinstance(self.decoder, dict):
+            self.decoder = DecoderSection(**self.decoder)
+        for name in ("latent_size", "num_members", "head_hidden"):
+            check_int(f"world_model.{name}", getattr(self, name), 1)
+        for name in ("max_observation_words", "max_action_words"):
+            check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
