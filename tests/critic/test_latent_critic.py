@@ -153,6 +153,7 @@ def test_initialisation_depends_on_the_seed_only():
     assert not same_weights(first, weights(LatentCritic(CONFIG, TOKENIZER, seed=8)))
 
 
+@pytest.mark.slow
 def test_save_and_load_round_trip_without_the_training_stack(tmp_path, trajectories):
     model = LatentCritic(CONFIG, TOKENIZER, seed=5)
     model.save_pretrained(tmp_path)

@@ -57,6 +57,7 @@ def test_unknown_names_raise_attribute_error() -> None:
         envs.nope  # noqa: B018
 
 
+@pytest.mark.slow
 def test_importing_a_submodule_does_not_load_every_environment_or_datasets() -> None:
     code = "import sys, envs.base; print('envs.registry' in sys.modules, 'datasets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)

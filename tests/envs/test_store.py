@@ -205,6 +205,7 @@ def test_leftovers_of_killed_writers_are_ignored_then_cleaned(tmp_path: Path) ->
     assert store.load() == [make_traj(0), make_traj(1)]
 
 
+@pytest.mark.slow
 def test_writer_killed_at_the_commit_point_loses_nothing(tmp_path: Path) -> None:
     """A real process gets SIGKILL just as it would replace the manifest (after its shard is renamed)."""
     store = TrajectoryStore(tmp_path)

@@ -128,6 +128,7 @@ def test_a_crash_mid_merge_loses_and_duplicates_nothing(
     assert set(os.listdir(tmp_path)) == listed | {".lock", "manifest.json"}
 
 
+@pytest.mark.slow
 def test_a_process_killed_after_committing_a_merge_loses_nothing(tmp_path: Path) -> None:
     """SIGKILL between the merge's commit and its clean-up: the old shards linger, unread."""
     store = TrajectoryStore(tmp_path, merge_fanout=2)

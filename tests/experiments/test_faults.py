@@ -13,6 +13,7 @@ from experiments.config import validate
 from tests.experiments.test_config import compose_train
 
 
+@pytest.mark.slow
 def test_a_raising_env_and_a_nan_update_are_survived_and_logged(tmp_path: Path) -> None:
     row = training_run_survives(tmp_path)
     lines = (tmp_path / "faults.log").read_text().splitlines()
@@ -29,6 +30,7 @@ def test_a_raising_env_and_a_nan_update_are_survived_and_logged(tmp_path: Path) 
     assert row.ok
 
 
+@pytest.mark.slow
 def test_nan_updates_in_a_row_stop_the_run_with_a_clear_message(tmp_path: Path) -> None:
     row = training_run_stops(tmp_path)
     assert row.ok and "2 updates in a row had a non-finite loss" in row.observed

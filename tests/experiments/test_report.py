@@ -360,6 +360,7 @@ def test_durations_keep_one_unit_for_mean_and_spread():
     assert format_duration(None) == "-" and format_duration(float("nan"), 1.0) == "-"
 
 
+@pytest.mark.slow
 def test_cli_on_a_sweep_prints_the_table_then_the_paths(tmp_path):
     sweep = make_sweep(tmp_path / "sweep")
     result = subprocess.run([sys.executable, "-m", "experiments.report", str(sweep), "--target", "0.8"],
@@ -373,6 +374,7 @@ def test_cli_on_a_sweep_prints_the_table_then_the_paths(tmp_path):
     assert (sweep / "report.png").is_file() and (sweep / "report.md").is_file()
 
 
+@pytest.mark.slow
 def test_cli_on_an_empty_folder_says_so_in_one_line_and_fails(tmp_path):
     result = subprocess.run([sys.executable, "-m", "experiments.report", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, env={"OMP_NUM_THREADS": "1"})

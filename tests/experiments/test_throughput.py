@@ -42,6 +42,7 @@ def test_series_pairs_each_repeat_for_its_ratio():
     assert series.ratios() == pytest.approx((0.75, 0.5))
 
 
+@pytest.mark.slow
 def test_quick_run_prints_every_row_with_positive_ratios(tmp_path, capsys):
     threads_before = torch.get_num_threads()
     throughput.main(["--quick", "--threads", "1", "--out", str(tmp_path)])

@@ -159,6 +159,7 @@ def test_reliability_bins():
 
 
 # --- runs ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tiny_run_gives_well_formed_rows_with_a_shift_fit(tmp_path):
     result = bench.run(("frozen_lake", "hidden_number"), (12, 24), (2, 2), eval_transitions=6, shift=(10, 1),
                        batch_size=4, latent_size=32, members=2)
@@ -182,6 +183,7 @@ def test_tiny_run_gives_well_formed_rows_with_a_shift_fit(tmp_path):
     assert "== targets ==" in bench.format_targets(result) and "frozen_lake" in bench.format_table(result)
 
 
+@pytest.mark.slow
 def test_quick_cli_covers_every_kind_in_a_subprocess(tmp_path):
     command = [sys.executable, "-m", "experiments.benchmarks.world_model", "--quick", "--envs", "hidden_number",
                "frozen_lake_slippery", "sokoban", "minishop", "--sizes", "10", "--eval-transitions", "1",

@@ -20,6 +20,8 @@ from imagination import DreamEnvFactory
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
 
+pytestmark = pytest.mark.slow  # its fixture fits a world model on real episodes (tens of seconds)
+
 RESULT = re.compile(r"guess (\d+) : (higher|lower|correct)")
 SIZES = {
     "latent_size": 16,

@@ -21,6 +21,8 @@ from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
 from world_model.metrics import one_step_accuracy
 
+pytestmark = pytest.mark.slow  # its fixture fits a world model (tens of seconds)
+
 
 @pytest.fixture(scope="module")
 def fitted_and_fresh():

@@ -34,6 +34,7 @@ def accuracy(policy) -> float:
     return turn_accuracy(rollout(Greedy(policy), EchoEnv, range(1000, 1040)))
 
 
+@pytest.mark.slow
 def test_cloning_lifts_accuracy_from_chance_to_high_and_stops_early():
     policy = make_policy()
     before = [p.detach().clone() for p in policy.parameters()]

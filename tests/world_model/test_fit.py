@@ -12,6 +12,8 @@ from world_model import WorldModel, build_training_batch
 
 from .conftest import hidden_number_trajectories, tiny_model
 
+pytestmark = pytest.mark.slow  # its fixture fits a world model (tens of seconds)
+
 
 @pytest.fixture(scope="module")
 def fitted(hn_tokenizer):

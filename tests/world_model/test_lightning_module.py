@@ -31,6 +31,7 @@ def fitted(hn_tokenizer, data, tmp_path_factory):
     return model, metrics, log_dir
 
 
+@pytest.mark.slow
 def test_fit_lowers_validation_loss_and_logs(fitted):
     model, metrics, log_dir = fitted
     assert metrics["steps"] == 40
