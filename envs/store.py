@@ -1,52 +1,11 @@
 """An append-only, crash-safe trajectory store on Hugging Face ``datasets``, with tiered merging.
 
-Layout of a store folder::
-
-    store/
-      manifest.json      the commit record: which shards exist, in order, and what each holds
-      shard-00008/       one ``Dataset.save_to_disk`` folder; never modified once committed
-      shard-00012/
-      .lock              a writer holds an exclusive ``flock`` on it
-
-Why appends never lose or half-write data. An append
-
-1. writes its new shard with ``save_to_disk`` into ``.tmp-<uuid>/`` inside the store folder (same
-   filesystem, so renames are atomic) and fsyncs it;
-2. renames that folder to a fresh ``shard-NNNNN`` name (one above every committed shard's number);
-3. writes ``manifest.json.tmp-<uuid>`` (old shards plus the new one), fsyncs it and ``os.replace``-s
-   it onto ``manifest.json``, then fsyncs the store folder.
-
-Readers trust only ``manifest.json``, and step 3's ``os.replace`` is the single commit point (atomic
-on POSIX). A writer killed before it leaves the manifest naming exactly the shards committed
-before; one killed after it has already made the new shard complete and durable. Leftovers of a
-killed writer (``.tmp-*`` folders, manifest temp files, ``shard-*`` folders the manifest does not
-list) are never read, and the next writer deletes them. It does so while holding the exclusive
-lock every writer holds, so it cannot delete a live writer's temp files (the kernel drops a dead
-process's ``flock``). The same lock serialises concurrent writers.
-
-Why the store does not slow down with the number of appends. One shard per append would make
-opening the store cost one ``load_from_disk`` per append ever made. So after an append commits,
-the newest shards are merged as ``envs.store_merge`` plans (a tiered merge: O(log appends) shards,
-each row rewritten O(log appends) times). A merge is a write like any other: the merged shard is
-written to a temp folder, renamed to a fresh name, and committed by one manifest replace that puts
-it where the shards it merges were; only then are those deleted. Killed before the commit, the
-merged shard is a leftover and the old shards stand; killed after it, the old shards are
-leftovers. Either way every trajectory is committed exactly once. A merge that fails after its
-append committed only warns: the append itself succeeded and must not be retried. ``compact()``
-merges everything into one shard. A reader that finds a shard gone (merged away while it read)
-reads the manifest again.
-
-Columns are declared explicitly (``FEATURES``); per-turn records use ``datasets.List`` (not
-``Sequence``, which turns a list of dicts into a dict of lists); ``env_kwargs`` is a JSON string;
-``iteration`` and ``policy_version`` are null when unrecorded. Shards written before the columns
-``truncated``, ``branch_turn``, ``iteration`` and ``policy_version`` existed still load, with the
-defaults (False, 0, None, None).
-
-``Turn.sample`` (a policy's prompt ids, action ids and log-probs) is not stored and loads as None.
-Token ids only mean something to the tokenizer that made them, and log-probs only to the policy
-version that sampled them; stored trajectories outlive both and are read by the world model, the
-critic and other agents as text. The learner builds its batch from the samples in memory, in the
-iteration that drew them.
+Each append writes a new shard into a temporary folder, renames it into place and commits it by one
+atomic replace of ``manifest.json``, the only thing readers trust; a killed writer leaves leftovers
+that are never read and that the next writer (holding the store's ``flock``) deletes. After an
+append the newest shards are merged as ``envs.store_merge`` plans, so opening the store stays
+O(log appends). Per-turn records use ``datasets.List``; ``Turn.sample`` (token ids, log-probs) is
+never stored. Why each step is safe, and the folder layout: ``docs/store.md``.
 """
 
 from __future__ import annotations
