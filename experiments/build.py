@@ -35,9 +35,10 @@ from policy.learner import PPOConfig, PPOLearner
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from policy.warm_start import behaviour_clone, expert_trajectories
-from world_model import TurnTokenizer, WorldModel, token_limits
-from world_model.lightning_module import fit_world_model
+from world_model import TurnTokenizer, token_limits
+from world_model.fitting import fit_any
 from world_model.metrics import one_step_accuracy
+from world_model.protocol import WorldModelLike
 
 
 @dataclass
@@ -53,7 +54,7 @@ class RunParts:
     critic: torch.nn.Module | None
     learner: PPOLearner
     ref_model: torch.nn.Module | None
-    world_model: WorldModel | None
+    world_model: WorldModelLike | None
     counterfactual: CounterfactualGiGPO | None
     store: TrajectoryStore
     logger: MetricsLogger | NullLogger
@@ -103,7 +104,7 @@ def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torc
 
 def build_model_based(
     run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str]
-) -> tuple[WorldModel | None, CounterfactualGiGPO | None]:
+) -> tuple[WorldModelLike | None, CounterfactualGiGPO | None]:
     """The world model, built only when the run imagines (ratio 0 is the model-free run, untouched) or
     its algorithm needs one; and the step groups of ``counterfactual_gigpo`` (imagined at every real
     step) or ``real_branch_gigpo`` (the same groups played in the real env)."""
@@ -186,9 +187,9 @@ def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajec
     held_out = experts[: max(1, len(experts) // 10)]
     if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
         parts.store.append(experts)
-        fit_world_model(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
-                        batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
-                        seed=derive_seed(parts.run.seed, "world-model-fit", 0))
+        fit_any(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
+                batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+                seed=derive_seed(parts.run.seed, "world-model-fit", 0))
         gate_change = progress.gate.update(one_step_accuracy(world_model, held_out).exact_match)
         parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
     progress.world_model_fitted = True

@@ -28,7 +28,7 @@ from envs.splits import split_seeds
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
 from experiments.world_model_builder import build_world_model
-from world_model.lightning_module import fit_world_model
+from world_model.fitting import fit_any
 
 register_fit_configs()
 
@@ -89,7 +89,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
     collect_s = time.monotonic() - start
 
     # 3. Fit, scoring held-out episodes before and after.
-    metrics = fit_world_model(
+    metrics = fit_any(
         train, val, model, max_steps=run.fit.steps, max_epochs=run.fit.max_epochs, batch_size=run.fit.batch_size,
         lr=run.fit.lr, weight_decay=run.fit.weight_decay, seed=derive_seed(run.seed, "wm-shuffle"),
         log_dir=run_dir, progress=run.fit.progress, val_every_steps=run.fit.val_every_steps,

@@ -54,8 +54,10 @@ from envs.collect import collect
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
 from experiments.benchmarks.critic_quality import NoisyExpertAgent, collect_mix
-from world_model import WorldModel, WorldModelConfig, WorldState
+from world_model import WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
+from world_model.loading import load_world_model
+from world_model.protocol import WorldModelLike, WorldStateLike, concat_states
 from world_model.turn_tokens import TurnTokenizer
 
 ENVS: dict[str, dict[str, Any]] = {
@@ -101,20 +103,22 @@ def messages(view: AgentView) -> list[dict[str, str]]:
     return history
 
 
-def world_states(world_model: WorldModel, views: Sequence[AgentView]) -> WorldState:
+def world_states(world_model: WorldModelLike, views: Sequence[AgentView]) -> WorldStateLike:
     """The world model's state after each view's real history (``initial_state``, then ``observe`` per turn)."""
-    latents: list[torch.Tensor | None] = [None] * len(views)
+    rows_of: list[tuple[int, int] | None] = [None] * len(views)  # view -> (length group, row in it)
     by_length: dict[int, list[int]] = {}
     for i, view in enumerate(views):
         by_length.setdefault(len(view.turns), []).append(i)
+    folded = {}
     for length, rows in by_length.items():
         state = world_model.initial_state([messages(views[i])[0]["content"] for i in rows])
         for j in range(length):
             turns = [views[i].turns[j] for i in rows]
             state = world_model.observe(state, [t.action for t in turns], [t.next_observation for t in turns])
+        folded[length] = state
         for r, i in enumerate(rows):
-            latents[i] = state.latent[r]
-    return WorldState(torch.stack(latents), tuple(view.observation for view in views))  # (B, D)
+            rows_of[i] = (length, r)
+    return concat_states([folded[length].select([r]) for length, r in rows_of])  # B rows, in view order
 
 
 def lookahead_scores(
@@ -274,7 +278,7 @@ def format_scores(scores: Sequence[Score]) -> str:
 def main(argv: Sequence[str] | None = None) -> list[Score]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--critic", type=Path, help="a folder written by LatentCritic.save_pretrained")
-    parser.add_argument("--world-model", type=Path, help="a folder written by WorldModel.save_pretrained")
+    parser.add_argument("--world-model", type=Path, help="a folder written by a world model's save_pretrained (latent or LM)")
     parser.add_argument("--fit", action="store_true", help="fit and save both models under --out first")
     parser.add_argument("--out", type=Path, default=Path("outputs/reuse_critic"), help="where --fit saves the models")
     parser.add_argument("--env", default="hidden_number", choices=sorted(ENVS))
@@ -306,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> list[Score]:
 
     # From here on only the public loading API, as an outside program would use it.
     critic = LatentCritic.from_pretrained(critic_dir)
-    world_model = WorldModel.from_pretrained(wm_dir)
+    world_model = load_world_model(wm_dir)
     print(f"loaded critic from {critic_dir}, world model from {wm_dir}")
     start = time.monotonic()
     scores = evaluate(world_model, critic, args.env, episodes=args.episodes, candidates=args.candidates,

@@ -16,6 +16,9 @@ from the model's heads; see :class:`DreamEnv` for every field of the answer and 
 Randomness lives in a :class:`DreamStepper`, which owns the ``torch.Generator`` and steps every
 env that shares it with one batched ``WorldModel.step`` call per round (``collect`` finds it as the
 env's ``batch_stepper``). :class:`DreamEnvFactory` builds envs sharing one stepper for ``collect``.
+
+``WorldModel`` stands for any model of the seam (``world_model.protocol.WorldModelLike``): the latent
+model or the LM world model; nothing here reads a model's state.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from envs.registry import action_validator, make
 from envs.seeding import derive_seed_63bit
 from envs.sokoban import BOX_ON_TARGET_REWARD, FINISHED_REWARD, STEP_PENALTY
 from envs.trajectory import Trajectory
-from world_model import Predictions, WorldModel, WorldState
+from world_model import Predictions
+from world_model.protocol import WorldModelLike, WorldStateLike, concat_states
 
 # The model reward above which a done step counts as a success, per env: midway between the real
 # env's reward on its success step and its best reward on any other step.
@@ -56,14 +60,14 @@ class DreamStepper:
     generator is then unused); by default done is drawn from ``done_probability``.
     """
 
-    def __init__(self, model: WorldModel, *, seed: int = 0, greedy: bool = False) -> None:
+    def __init__(self, model: WorldModelLike, *, seed: int = 0, greedy: bool = False) -> None:
         self.model = model
         self.greedy = bool(greedy)
         self.generator = torch.Generator(device=model.device)
         self.reseed(seed)
-        self._folded: tuple[tuple[str, tuple[tuple[str, str], ...]], WorldState] | None = None
+        self._folded: tuple[tuple[str, tuple[tuple[str, str], ...]], WorldStateLike] | None = None
 
-    def fold(self, first: str, prefix: Sequence[tuple[str, str]] = ()) -> WorldState:
+    def fold(self, first: str, prefix: Sequence[tuple[str, str]] = ()) -> WorldStateLike:
         """The state after observation ``first`` and the real (action, next observation) turns of
         ``prefix``: ``initial_state`` then one ``observe`` per turn; nothing is drawn.
 
@@ -95,10 +99,7 @@ class DreamStepper:
             env._check_steppable()
         if len({id(env) for env in envs}) != len(envs):
             raise ValueError("step_batch got the same env twice")
-        states = WorldState(
-            torch.cat([env._state.latent for env in envs]),
-            tuple(env._state.observations[0] for env in envs),
-        )  # (B, D)
+        states = concat_states([env._state for env in envs])  # B rows
         after, predictions = self.model.step(
             states, list(actions), generator=self.generator, greedy=self.greedy
         )
@@ -144,7 +145,7 @@ class DreamEnv:
 
     def __init__(
         self,
-        model: WorldModel,
+        model: WorldModelLike,
         env_name: str,
         env_kwargs: dict[str, Any] | None = None,
         *,
@@ -168,7 +169,7 @@ class DreamEnv:
             if seed is not None or greedy is not None:
                 raise ValueError("seed and greedy belong to the shared stepper; leave them unset")
             if stepper.model is not model:
-                raise ValueError("the stepper steps another WorldModel")
+                raise ValueError("the stepper steps another world model")
             self.batch_stepper = stepper
             self._private = False
         self.seed = self.batch_stepper.seed
@@ -193,7 +194,7 @@ class DreamEnv:
             success_reward = SUCCESS_REWARD[self.name]
         self.success_reward = float(success_reward)
         self._is_valid = action_validator(self.name, self.env_kwargs)
-        self._state: WorldState | None = None
+        self._state: WorldStateLike | None = None
         self._turn = 0  # turns of the episode, a branch prefix included
         self._imagined = 0  # turns imagined since the start
         self._done = True  # nothing to step until reset or start_from
@@ -235,7 +236,7 @@ class DreamEnv:
         self._begin(state, turn=k)
         return prefix[-1].next_observation if prefix else first
 
-    def _begin(self, state: WorldState, turn: int) -> None:
+    def _begin(self, state: WorldStateLike, turn: int) -> None:
         self._state, self._turn, self._imagined, self._done = state, turn, 0, False
         self.last_info = {}
 
@@ -249,7 +250,7 @@ class DreamEnv:
             raise EpisodeDoneError(f"{self.name} (dream): step() before reset(seed) or start_from()")
         ensure_not_done(self._done, f"{self.name} (dream)")
 
-    def _advance(self, state: WorldState, predictions: Predictions, row: int, action: str) -> StepResult:
+    def _advance(self, state: WorldStateLike, predictions: Predictions, row: int, action: str) -> StepResult:
         """Take row ``row`` of one ``WorldModel.step`` as this env's turn."""
         self._state = state
         self._turn += 1
@@ -283,7 +284,7 @@ class DreamEnv:
         return StepResult(predictions.observations[row], reward, done, info)
 
     @property
-    def world_state(self) -> WorldState:
+    def world_state(self) -> WorldStateLike:
         """The current latent state (one row): what the model carries forward, e.g. for a latent critic."""
         if self._state is None:
             raise RuntimeError(f"{self.name} (dream): no episode; call reset(seed) or start_from() first")
@@ -307,7 +308,7 @@ class DreamEnvFactory:
 
     def __init__(
         self,
-        model: WorldModel,
+        model: WorldModelLike,
         env_name: str,
         env_kwargs: dict[str, Any] | None = None,
         *,

@@ -18,7 +18,7 @@ from envs.collect import collect
 from envs.trajectory import Trajectory
 from imagination.config import ImaginationConfig
 from imagination.dream_env import DreamEnvFactory
-from world_model.model import WorldModel
+from world_model.protocol import WorldModelLike
 
 
 @dataclass
@@ -40,7 +40,7 @@ class ImaginedGroups:
 
 def imagine_groups(
     agent: Agent,
-    world_model: WorldModel,
+    world_model: WorldModelLike,
     env_name: str,
     env_kwargs: dict[str, Any],
     branches: Sequence[tuple[Trajectory, int]],

@@ -8,13 +8,13 @@ from envs.store import TrajectoryStore
 from envs.trajectory import Trajectory
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
-from world_model.lightning_module import refit_on_store
+from world_model.fitting import refit_any_on_store
 from world_model.metrics import one_step_accuracy
-from world_model.model import WorldModel
+from world_model.protocol import WorldModelLike
 
 
 def refit_and_gate(
-    world_model: WorldModel, gate: ImaginationGate, store: TrajectoryStore, new_real: list[Trajectory],
+    world_model: WorldModelLike, gate: ImaginationGate, store: TrajectoryStore, new_real: list[Trajectory],
     config: ImaginationConfig, iteration: int, *, first_fit: bool, fit_seed: int,
     log: Callable[[str], None],
 ) -> dict[str, float]:
@@ -34,7 +34,7 @@ def refit_and_gate(
             log(f"gate {change} at iteration {iteration}: one-step exact match {score.exact_match:.3f} "
                 f"(threshold {config.gate_threshold})")
     if first_fit or iteration % config.fit_every == 0:
-        fit = refit_on_store(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
+        fit = refit_any_on_store(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
                              batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories,
                              seed=fit_seed)
         metrics["wm/train_loss"] = fit.get("wm/loss", float("nan"))  # the last step's batch loss

@@ -71,3 +71,30 @@ def test_a_policy_folder_holding_a_pickle_payload_never_runs_it(tmp_path: Path) 
     with pytest.raises(Exception):  # noqa: B017 - refused one way or another; what matters is the marker
         load_local_pretrained(tmp_path)
     assert not marker.exists()
+
+
+def test_an_lm_world_model_folder_holding_only_a_pickle_payload_is_refused_unread(tmp_path: Path) -> None:
+    from tests.world_model.lm.conftest import tiny_lm_world_model
+    from world_model.lm import LMWorldModel
+    from world_model.loading import load_world_model
+
+    tiny_lm_world_model().save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    marker = tmp_path / "pwned"
+    torch.save({"members.models.0.lm_head.weight": Payload(marker)}, tmp_path / "pytorch_model.bin")
+    for load in (LMWorldModel.from_pretrained, load_world_model):
+        with pytest.raises(ValueError, match="pytorch_model.bin, a pickle checkpoint"):
+            load(tmp_path)
+    assert not marker.exists()
+
+
+def test_a_pickle_only_pretrained_base_for_the_lm_world_model_never_runs(tmp_path: Path) -> None:
+    from tests.world_model.lm.test_lm_pretrained import pretrained_world_model, save_local_model
+
+    save_local_model(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    marker = tmp_path / "pwned"
+    torch.save({"model.embed_tokens.weight": Payload(marker)}, tmp_path / "pytorch_model.bin")
+    with pytest.raises(Exception):  # noqa: B017 - transformers refuses it (safetensors only asked)
+        pretrained_world_model(tmp_path, lora_rank=0)
+    assert not marker.exists()

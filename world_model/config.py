@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envs.checks import check_int
+from world_model.lm.config import LMOptions
 
 
 @dataclass
@@ -50,9 +51,18 @@ class DecoderSection:
                              f"world_model.decoder.model_size ({self.model_size})")
 
 
+WORLD_MODELS = ("latent", "lm")
+
+
 @dataclass
 class WorldModelOptions:
-    """The world model's sizes and the word caps of its tokenizer."""
+    """Which world model (``name``), its sizes and the word caps of its tokenizer."""
+
+    name: str = "latent"
+    """``latent`` (history latent + ensemble decoders) or ``lm`` (an ensemble of causal LMs over the
+    text history, ``world_model.lm``; its shape is the ``lm`` section, its ensemble ``num_members``)."""
+    lm: LMOptions = field(default_factory=LMOptions)
+    """The LM world model's options (read only with ``name: lm``)."""
 
     latent_size: int = 128
     """Size D of the history latent."""
@@ -70,6 +80,10 @@ class WorldModelOptions:
     """Words kept of each action; None uses the env's own cap."""
 
     def __post_init__(self) -> None:
+        if self.name not in WORLD_MODELS:
+            raise ValueError(f"world_model.name must be one of {WORLD_MODELS}, got {self.name!r}")
+        if isinstance(self.lm, dict):
+            self.lm = LMOptions(**self.lm)
         if isinstance(self.encoder, dict):  # built by hand rather than by Hydra
             self.encoder = EncoderSection(**self.encoder)
         if isinstance(self.decoder, dict):

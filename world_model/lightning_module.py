@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import lightning as L
@@ -179,6 +179,7 @@ def refit_on_store(
     seed: int = 0,
     last: int | None = None,
     env_name: str | None = None,
+    fit: Callable[..., dict[str, float]] = fit_world_model,
 ) -> dict[str, float]:
     """Fit ``model`` in place for ``steps`` steps on the real trajectories of ``store``.
 
@@ -187,7 +188,7 @@ def refit_on_store(
     ``last`` keeps only the most recent ``last`` trajectories (the store's append order);
     ``env_name`` keeps one env's. Returns ``fit_world_model``'s metrics (``train_after/*``,
     ``steps``, ...), with ``trajectories``, how many were trained on. ValueError when none is
-    trainable.
+    trainable. ``fit``: the fit function (``world_model.fitting.fit_any`` fits either model kind).
     """
     if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
         raise ValueError(f"last must be an integer >= 1 or None, got {last!r}")
@@ -195,7 +196,7 @@ def refit_on_store(
         trajectories = trainable(store.filter(source="real", env_name=env_name))
     else:  # decodes only the newest rows, not the whole store
         trajectories = store.newest(last, source="real", env_name=env_name, where=is_trainable)
-    metrics = fit_world_model(trajectories, [], model, max_steps=steps, batch_size=batch_size, lr=lr,
+    metrics = fit(trajectories, [], model, max_steps=steps, batch_size=batch_size, lr=lr,
                               weight_decay=weight_decay, seed=seed, score_train=False)
     metrics["trajectories"] = len(trajectories)
     return metrics

@@ -1,7 +1,7 @@
 """How well a world model predicts real transitions it is shown one step at a time.
 
-``one_step_accuracy`` folds each real history into the latent (teacher forcing: the true history,
-never the model's own outputs), asks ``WorldModel.step`` for its greedy next observation, and
+``one_step_accuracy`` folds each real history into the model's state (teacher forcing: the true history,
+never the model's own outputs), asks the model's ``step`` for its greedy next observation, and
 compares it with what the env really answered. The training loop reads it on the newest real data
 before refitting, so it is a held-out figure: the model has not yet been fitted on those turns.
 """
@@ -14,9 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from envs.trajectory import Trajectory
-from world_model.batch import build_training_batch
-from world_model.model import WorldModel
-from world_model.state import WorldState
+from world_model.protocol import WorldModelLike
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class OneStepAccuracy:
 
 @torch.no_grad()
 def one_step_accuracy(
-    model: WorldModel, trajectories: Sequence[Trajectory], *, batch_size: int = 64
+    model: WorldModelLike, trajectories: Sequence[Trajectory], *, batch_size: int = 64
 ) -> OneStepAccuracy:
     """Greedy one-step predictions of every turn of ``trajectories`` against the recorded outcome.
 
@@ -55,15 +53,10 @@ def one_step_accuracy(
     unused = torch.Generator(device=model.device)  # greedy steps draw nothing from it
     for start in range(0, len(episodes), batch_size):
         chunk = episodes[start : start + batch_size]
-        batch = build_training_batch(chunk, tk).to(model.device)
-        latents = model.encoder.states(
-            batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
-        )  # (B, N + 1, D)
-        before = latents[:, :-1][batch.outcome_mask]  # (R, D): the latent before each real turn
         turns = [turn for t in chunk for turn in t.turns]
-        if before.shape[0] != len(turns):
-            raise RuntimeError(f"one_step_accuracy: {before.shape[0]} latents for {len(turns)} turns")
-        states = WorldState(before, tuple(turn.observation for turn in turns))
+        states = model.states_before_turns(chunk)  # one row per turn: the state before it
+        if len(states) != len(turns):
+            raise RuntimeError(f"one_step_accuracy: {len(states)} states for {len(turns)} turns")
         _, predicted = model.step(states, [turn.action for turn in turns], generator=unused, greedy=True)
         wanted = [tk.decode(w) for w in tk.observation_words([turn.next_observation for turn in turns])]
         matches += [float(p == w) for p, w in zip(predicted.observations, wanted, strict=True)]

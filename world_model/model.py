@@ -29,7 +29,8 @@ import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
-from world_model.batch import WorldModelBatch
+from envs.trajectory import Trajectory
+from world_model.batch import WorldModelBatch, build_training_batch
 from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
 from world_model.dynamics import EnsembleDynamics
@@ -272,6 +273,24 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         per_token = mutual_information(torch.softmax(logits.float(), dim=-1))  # (B, S - 1)
         scored = text_mask[:, 1:].float()  # (B, S - 1)
         return (per_token * scored).sum(-1) / scored.sum(-1)  # (B,)
+
+    @torch.no_grad()
+    def states_before_turns(self, trajectories: Sequence[Trajectory], *, batch_size: int = 64) -> WorldState:
+        """The state before every played turn of ``trajectories`` (trajectory order, then turn order),
+        teacher-forced from the true history in one encoder pass per ``batch_size`` trajectories."""
+        latents, observations = [], []
+        kept = [t for t in trajectories if t.turns]
+        for start in range(0, len(kept), batch_size):
+            chunk = kept[start : start + batch_size]
+            batch = build_training_batch(chunk, self.tokenizer).to(self.device)
+            states = self.encoder.states(
+                batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
+            )  # (B, N + 1, D)
+            latents.append(states[:, :-1][batch.outcome_mask])  # (R, D)
+            observations += [turn.observation for t in chunk for turn in t.turns]
+        if not latents:
+            return WorldState(torch.zeros(0, self.config.encoder.latent_size, device=self.device), ())
+        return WorldState(torch.cat(latents), tuple(observations))
 
     def _banned_ids(self) -> list[int]:
         tk = self.tokenizer

@@ -35,6 +35,13 @@ class WorldState:
         index = torch.as_tensor(list(rows), dtype=torch.long, device=self.latent.device)
         return WorldState(self.latent[index], tuple(self.observations[i] for i in rows))
 
+    @classmethod
+    def concat(cls, states: Sequence[WorldState]) -> WorldState:
+        """One batch with the rows of ``states`` in order."""
+        return cls(
+            torch.cat([s.latent for s in states]), tuple(o for s in states for o in s.observations)
+        )  # (sum B, D)
+
 
 @dataclass(frozen=True)
 class Predictions:

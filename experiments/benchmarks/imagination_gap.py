@@ -40,7 +40,7 @@ from imagination.bias import return_after
 from imagination.branching import sample_branch_points
 from imagination.config import ImaginationConfig
 from imagination.imagine import imagine_groups
-from world_model import WorldModel
+from world_model.loading import load_world_model
 
 Z_95 = 1.96
 
@@ -102,7 +102,7 @@ def measure_run(run_dir: Path, *, branches: int, rollouts: int, seed: int) -> Ga
     run_config = OmegaConf.load(run_dir / RUN_CONFIG)
     imagination = ImaginationConfig(**OmegaConf.to_container(run_config.imagination, resolve=True))
     policy = load_policy(saved, greedy=False, seed=seed)  # sampling at the run's temperature, as in training
-    world_model = WorldModel.from_pretrained(str(run_dir / "world_model")).eval()
+    world_model = load_world_model(run_dir / "world_model").eval()
     recent = TrajectoryStore(run_dir / "trajectories").newest(imagination.recent_trajectories, source="real")
     points = sample_branch_points(recent, branches, start_share=imagination.start_share, rng=random.Random(seed))
     env_name, env_kwargs = saved.env.name, saved.env_kwargs

@@ -55,7 +55,7 @@ from policy.advantages.algorithms import gigpo_of_rows, turn_rows
 from policy.advantages.config import AlgoConfig
 from policy.lm_policy import LMPolicy
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
-from world_model.model import WorldModel
+from world_model.protocol import WorldModelLike
 from world_model.turn_tokens import TurnTokenizer
 
 
@@ -85,7 +85,7 @@ class WorldModelBrancher:
 
     def __init__(
         self,
-        world_model: WorldModel,
+        world_model: WorldModelLike,
         env_name: str,
         env_kwargs: dict[str, Any],
         algo: AlgoConfig,
@@ -133,7 +133,7 @@ class CounterfactualGiGPO:
         self,
         algo: AlgoConfig,
         imagination: ImaginationConfig,
-        world_model: WorldModel,
+        world_model: WorldModelLike,
         env_name: str,
         env_kwargs: dict[str, Any],
         *,

@@ -29,8 +29,7 @@ from envs.collect import collect
 from envs.trajectory import SampledAction, Source, Trajectory
 from imagination.dream_env import DreamEnv, DreamEnvFactory
 from imagination.step_groups.advantages import imagined_values
-from world_model.model import WorldModel
-from world_model.state import WorldState
+from world_model.protocol import WorldModelLike, concat_states
 
 
 @dataclass
@@ -73,7 +72,7 @@ class RealActionFirst:
 
 def imagine_counterfactual_groups(
     policy: Agent,
-    world_model: WorldModel,
+    world_model: WorldModelLike,
     critic: TurnCritic | Callable[[CriticStates], torch.Tensor],
     env_name: str,
     env_kwargs: dict[str, Any],
@@ -204,7 +203,7 @@ def play_step_groups(
 
 @torch.no_grad()
 def real_transition_uncertainty(
-    world_model: WorldModel, states: Sequence[tuple[Trajectory, int]]
+    world_model: WorldModelLike, states: Sequence[tuple[Trajectory, int]]
 ) -> torch.Tensor:
     """``(R,)`` how unsure the world model is at each real state: its ensemble's disagreement
     (``WorldModel.disagreement``, mean mutual information per token) about the outcome that really
@@ -222,23 +221,23 @@ def real_transition_uncertainty(
         unique.setdefault(id(trajectory), trajectory)
     order = list(unique.values())
     position = {id(trajectory): u for u, trajectory in enumerate(order)}
-    latents = [
-        world_model.initial_state([tr.turns[0].observation for tr in order]).latent
-    ]  # [(U, D)] per depth
+    depths = [world_model.initial_state([tr.turns[0].observation for tr in order])]  # U rows per depth
     for depth in range(max(t for _, t in states)):
+        previous = depths[-1]
         alive = [u for u, tr in enumerate(order) if depth < tr.num_turns]
-        previous = latents[-1]
         folded = world_model.observe(
-            WorldState(previous[alive], tuple(order[u].turns[depth].observation for u in alive)),
+            previous.select(alive),
             [order[u].turns[depth].action for u in alive],
             [order[u].turns[depth].next_observation for u in alive],
         )
-        current = previous.clone()  # (U, D); a trajectory that ended keeps its last latent (never read)
-        current[alive] = folded.latent
-        latents.append(current)
-    chosen = torch.stack([latents[t][position[id(tr)]] for tr, t in states])  # (R, D)
+        # A trajectory that ended keeps its last state (never read): row u from folded when alive.
+        slot = {u: n for n, u in enumerate(alive)}
+        depths.append(concat_states(
+            [folded.select([slot[u]]) if u in slot else previous.select([u]) for u in range(len(order))]
+        ))
+    chosen = concat_states([depths[t].select([position[id(tr)]]) for tr, t in states])  # R rows
     return world_model.disagreement(
-        WorldState(chosen, tuple(tr.turns[t].observation for tr, t in states)),
+        chosen,
         [tr.turns[t].action for tr, t in states],
         [tr.turns[t].next_observation for tr, t in states],
     ).cpu()  # (R,)

@@ -60,6 +60,11 @@ SMALL_LATENT_CRITIC = [
     "critic.latent.feature_size=16",
     "critic.latent.head_hidden_size=16",
 ]
+SMALL_LM = [  # the LM world model, as small as the latent one above
+    "world_model=lm", "world_model.num_members=2", "world_model.lm.hidden_size=16", "world_model.lm.num_heads=2",
+    "world_model.lm.intermediate_size=32", "world_model.lm.num_layers=1", "world_model.lm.history_turns=2",
+    "imagination.first_fit_steps=3", "imagination.fit_steps=2",
+]
 MODEL_BASED = [
     *SMALL_WORLD_MODEL,
     "imagination=dyna",
@@ -75,6 +80,8 @@ ALGOS = sorted(path.stem for path in (CONF / "algo").glob("*.yaml"))
 CASES = {
     **{algo: [f"algo={algo}", *SMALL_MODELS.get(algo, [])] for algo in ALGOS},
     "model_based_grpo": ["algo=grpo", *MODEL_BASED],
+    "model_based_grpo_lm_world_model": ["algo=grpo", *SMALL_LM, "imagination=dyna", "imagination.ratio=0.5",
+                                        "imagination.gate_threshold=0"],
     "model_based_ppo_turn_latent": ["algo=ppo_turn", "critic=latent", *SMALL_LATENT_CRITIC, *MODEL_BASED],
     # Several minibatches per epoch, so the length buckets and trimming have rows to sort and columns to cut.
     "grpo_small_minibatches": ["algo=grpo", "algo.ppo.minibatch_size=4"],

@@ -1,7 +1,13 @@
 """Learning curves of the world model on held-out transitions, against exact answers where known.
 
-    python -m experiments.benchmarks.world_model [--envs ...] [--sizes 300 1000 3000 10000]
-        [--steps 300 600 1200 2000] [--quick] [--out DIR]
+    python -m experiments.benchmarks.world_model [--models latent lm] [--envs ...]
+        [--sizes 300 1000 3000 10000] [--steps 300 600 1200 2000] [--quick] [--out DIR]
+
+``--models`` fits and scores each world model on the same data (``latent``, the default, and/or
+``lm``, ``world_model.lm``), one row per model and size; every row also gives ``s/step`` (fit wall
+seconds per optimiser step) and ``img/s`` (sampled ``step`` rows per wall second over the held-out
+states). Scores go through the world-model seam; only the teacher-forced reads
+(``models.teacher_forced``) know which model they ask.
 
 Data. For each env and each number of real training transitions (``--sizes``), episodes are
 collected with ``RandomAgent`` and ``ExpertAgent`` (alternating, one episode per seed) on

@@ -20,6 +20,7 @@ from experiments.benchmarks.world_model.run import (
     Row,
     run,
 )
+from world_model.lm import LMOptions
 
 QUICK = {"sizes": [30, 60], "steps": [2], "eval_transitions": 30, "shift_size": 30, "shift_steps": 2,
          "batch_size": 8, "latent_size": 32, "members": 2}
@@ -49,6 +50,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
     p.add_argument("--latent-size", type=int, default=None, help=f"latent size (default {FULL['latent_size']})")
     p.add_argument("--members", type=int, default=None, help=f"ensemble members (default {FULL['members']})")
+    p.add_argument("--models", nargs="+", default=["latent"], choices=["latent", "lm"],
+                   help="world models to fit and score on the same data, row by row")
+    p.add_argument("--lm-history-turns", type=int, default=4, help="lm: turns of history in the prompt")
+    p.add_argument("--lm-hidden-size", type=int, default=64, help="lm: width of each member")
+    p.add_argument("--lm-layers", type=int, default=2, help="lm: decoder blocks per member")
     p.add_argument("--seed", type=int, default=0, help="seed of the data split draw, the agents and the fits")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {QUICK} unless given explicitly; no quality claims")
@@ -70,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
     shift = (opt["shift_size"], opt["shift_steps"]) if opt["shift_size"] > 0 else None
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # no per-fit GPU/TPU banner
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
-    print(f"envs {args.envs}, sizes {sizes}, steps per fit {steps}, shift fit {shift}, {opt}", flush=True)
+    print(f"models {args.models}, envs {args.envs}, sizes {sizes}, steps per fit {steps}, shift fit {shift}, {opt}", flush=True)
     current: list[str] = []
 
     def log(row: Row) -> None:
@@ -81,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> Result:
 
     result = run(args.envs, sizes, steps, eval_transitions=opt["eval_transitions"], shift=shift,
                  batch_size=opt["batch_size"], lr=args.lr, latent_size=opt["latent_size"], members=opt["members"],
-                 seed=args.seed, log=log, progress=True)
+                 seed=args.seed, log=log, progress=True, models=args.models,
+                 lm_options=LMOptions(history_turns=args.lm_history_turns, hidden_size=args.lm_hidden_size,
+                                      intermediate_size=2 * args.lm_hidden_size, num_layers=args.lm_layers))
     print("\n" + format_table(result))
     print(format_targets(result))
     print(NOTE)

@@ -6,20 +6,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import torch
-
 from envs.trajectory import Trajectory
 from experiments.benchmarks.world_model.data import EnvSpec, revisits
 from experiments.benchmarks.world_model.metrics import auroc
-from experiments.benchmarks.world_model.scoring import (
-    greedy_step,
-    history_states,
-    match_at,
-    normalised,
-    open_loop,
-    token_logps,
-)
-from world_model.model import WorldModel
+from experiments.benchmarks.world_model.models import candidate_logps, imagined_steps_per_s, teacher_forced
+from experiments.benchmarks.world_model.scoring import greedy_step, match_at, normalised, open_loop
+from world_model.protocol import WorldModelLike
 
 HORIZON = 5
 
@@ -36,7 +28,7 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def evaluate(
-    model: WorldModel,
+    model: WorldModelLike,
     spec: EnvSpec,
     held_out: Sequence[Trajectory],
     exact: Sequence[dict[str, float]] | None = None,
@@ -51,10 +43,8 @@ def evaluate(
     turns = [turn for t in held_out for turn in t.turns]
     actions = [turn.action for turn in turns]
     outcomes = [turn.next_observation for turn in turns]
-    states, after = history_states(model, held_out, batch_size=batch_size)
-    with torch.no_grad():
-        rewards, done_logits = model.dynamics.outcome(after)  # (K, R), (K, R): after the real outcome
-    logps = token_logps(model, states.latent, actions, outcomes, batch_size=batch_size)
+    # after the real outcome: (R,) mean reward and done probability
+    states, logps, rewards, done_probs = teacher_forced(model, held_out, batch_size=batch_size)
     _, pred = greedy_step(model, states, actions, batch_size=batch_size)
     wanted = normalised(tk, outcomes)
     wrong = [p != w for p, w in zip(pred.observations, wanted, strict=True)]
@@ -64,11 +54,12 @@ def evaluate(
         "reward": _mean([float(abs(r - t.reward) < spec.reward_tolerance) for r, t in zip(pred.reward.tolist(), turns, strict=True)]),
         "done": _mean([float(d == t.done) for d, t in zip(pred.done.tolist(), turns, strict=True)]),
         "reward_tf": _mean([float(abs(r - t.reward) < spec.reward_tolerance)
-                            for r, t in zip(rewards.mean(0).tolist(), turns, strict=True)]),
+                            for r, t in zip(rewards.tolist(), turns, strict=True)]),
         "done_tf": _mean([float(d == t.done)
-                          for d, t in zip((torch.sigmoid(done_logits).mean(0) > 0.5).tolist(), turns, strict=True)]),
+                          for d, t in zip((done_probs > 0.5).tolist(), turns, strict=True)]),
         "wrong": float(sum(wrong)),
         "auroc": auroc(pred.uncertainty.tolist(), wrong),
+        "imagined_steps_per_s": imagined_steps_per_s(model, states, actions, batch_size=batch_size),
     }
     scores = Scores(m)
     if spec.kind in ("bayes", "slippery"):
@@ -78,8 +69,7 @@ def evaluate(
         m["ratio"] = m["nll_text"] / m["nll_exact"] if m["nll_exact"] > 0 else math.nan
         rows = [r for r, d in enumerate(exact) for _ in d]
         texts = [text for d in exact for text in d]
-        cand = token_logps(model, states.latent[torch.tensor(rows, dtype=torch.long, device=model.device)],
-                           [actions[r] for r in rows], texts, batch_size=batch_size)
+        cand = candidate_logps(model, states, rows, [actions[r] for r in rows], texts, batch_size=batch_size)
         # hidden_number: the answer word given the true prefix; frozen_lake: the whole grid.
         picked = [lp[-2] if spec.kind == "bayes" else lp.sum() for lp in cand]
         scores.calibration = ([math.exp(float(x)) for x in picked],

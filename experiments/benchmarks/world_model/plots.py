@@ -28,12 +28,12 @@ def plot_curves(result: Result, path: Path) -> None:
     """Left: NLL ratio model / exact (1 is optimal); right: greedy one-step exact match."""
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for env in dict.fromkeys(r.env for r in result.rows):
-        rows = [r for r in result.rows if r.env == env and not r.shift]
-        x = [r.transitions for r in rows]
-        right.plot(x, [r.get("match") for r in rows], marker="o", label=env)
+    for env, model in dict.fromkeys((r.env, r.model) for r in result.rows):
+        rows = [r for r in result.rows if r.env == env and r.model == model and not r.shift]
+        x, label = [r.transitions for r in rows], env if model == "latent" else f"{env} ({model})"
+        right.plot(x, [r.get("match") for r in rows], marker="o", label=label)
         if not all(math.isnan(r.get("ratio")) for r in rows):
-            left.plot(x, [r.get("ratio") for r in rows], marker="o", label=env)
+            left.plot(x, [r.get("ratio") for r in rows], marker="o", label=label)
     left.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     left.axhline(1.02, color="grey", linestyle=":", linewidth=1, label="target 1.02")
     left.set(xscale="log", xlabel="training transitions", ylabel="NLL model / exact", title="stochastic envs")

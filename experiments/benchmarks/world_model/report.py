@@ -34,15 +34,15 @@ def _num(value: float, width: int, digits: int) -> str:
 def header(env: str) -> str:
     kind = ENVS[env].kind
     cols = " ".join(f"{h:>{w}}" for _, h, w, _ in COLUMNS[kind])
-    return (f"\n== {env} ({kind}) ==\n{'data':<9} {'train':>6} {'steps':>6} {'fit_s':>7} {'cpu_s':>7} {'eval':>5}"
-            f" {cols}")
+    return (f"\n== {env} ({kind}) ==\n{'model':<6} {'data':<9} {'train':>6} {'steps':>6} {'fit_s':>7} {'cpu_s':>7}"
+            f" {'s/step':>6} {'img/s':>7} {'eval':>5} {cols}")
 
 
 def format_row(r: Row) -> str:
     cols = " ".join(_num(r.get(key), w, d) for key, _, w, d in COLUMNS[ENVS[r.env].kind])
     data = "rand>exp" if r.shift else "mixed"
-    return (f"{data:<9} {r.transitions:>6d} {r.steps:>6d} {r.fit_s:>7.1f} {r.fit_cpu_s:>7.1f}"
-            f" {r.eval_transitions:>5d} {cols}")
+    return (f"{r.model:<6} {data:<9} {r.transitions:>6d} {r.steps:>6d} {r.fit_s:>7.1f} {r.fit_cpu_s:>7.1f}"
+            f" {r.fit_s_per_step:>6.3f} {_num(r.get('imagined_steps_per_s'), 7, 1)} {r.eval_transitions:>5d} {cols}")
 
 
 def format_table(result: Result) -> str:
@@ -97,9 +97,10 @@ def format_targets(result: Result) -> str:
         for target in TARGETS:
             if ENVS[env].kind not in target.kinds:
                 continue
-            rows = [r for r in result.rows if r.env == env and r.shift == target.shift]
-            if rows:
-                lines.append(f"{env:<21} {target.describe():<36} {target_line(target, rows)}")
+            for model in dict.fromkeys(r.model for r in result.rows):
+                rows = [r for r in result.rows if r.env == env and r.shift == target.shift and r.model == model]
+                if rows:
+                    lines.append(f"{env:<21} {model:<6} {target.describe():<36} {target_line(target, rows)}")
     return "\n".join(lines)
 
 
@@ -113,4 +114,6 @@ done_tf: the same heads read after folding in the real observation instead. ol@k
 logged actions. wrong: greedy one-step predictions that were wrong; auroc: step's disagreement as a
 score for them ('-' without both right and wrong ones). revisits / rv_match: next observations the
 episode had already shown, and the greedy exact match on those. data: mixed = random and expert
-episodes; rand>exp = fitted on random-agent episodes only, scored on expert episodes."""
+episodes; rand>exp = fitted on random-agent episodes only, scored on expert episodes. model: latent
+(history latent) or lm (causal LMs over the text history); s/step: fit wall seconds per optimiser step;
+img/s: imagined (sampled) steps per wall second over the held-out states, in batches of 64."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -11,9 +10,8 @@ from tqdm import tqdm
 from experiments.benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, collect_pool, prefix
 from experiments.benchmarks.world_model.evaluate import evaluate
 from experiments.benchmarks.world_model.exact import exact_distributions
-from world_model.lightning_module import fit_world_model
-from world_model.model import WorldModel, WorldModelConfig
-from world_model.turn_tokens import TurnTokenizer
+from experiments.benchmarks.world_model.models import MODELS, build, fit
+from world_model.lm import LMOptions
 
 DEFAULT_ENVS = ("hidden_number", "hidden_number_noisy", "frozen_lake", "frozen_lake_slippery", "sokoban", "minishop")
 DEFAULT_SIZES = (300, 1000, 3000, 10000)
@@ -36,6 +34,12 @@ class Row:
     """This process's CPU seconds in the fit: on a shared machine a steadier cost than ``fit_s``."""
     shift: bool = False
     """Trained on random-agent episodes only and scored on expert episodes (distribution shift)."""
+    model: str = "latent"
+    """Which world model (``models.MODELS``)."""
+
+    @property
+    def fit_s_per_step(self) -> float:
+        return self.fit_s / self.steps if self.steps else float("nan")
 
     def get(self, key: str) -> float:
         return self.metrics.get(key, float("nan"))
@@ -49,14 +53,10 @@ class Result:
 
 
 def _fit(env: str, train, n_steps: int, *, batch_size: int, lr: float, latent_size: int, members: int,
-         seed: int) -> tuple[WorldModel, float, float]:
-    spec = ENVS[env]
-    tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
-    config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members)
-    model = WorldModel(config, tk, seed=seed)
-    start, cpu = time.monotonic(), time.process_time()
-    fit_world_model(train, [], model, max_steps=n_steps, batch_size=batch_size, lr=lr, seed=seed)
-    return model, time.monotonic() - start, time.process_time() - cpu
+         seed: int, model: str = "latent", lm_options: LMOptions | None = None):
+    built = build(model, env, latent_size=latent_size, members=members, seed=seed, lm_options=lm_options)
+    fit_s, cpu_s = fit(built, train, n_steps, batch_size=batch_size, lr=lr, seed=seed)
+    return built, fit_s, cpu_s
 
 
 def check_arguments(envs: Sequence[str], sizes: Sequence[int], steps: Sequence[int], eval_transitions: int) -> None:
@@ -85,14 +85,21 @@ def run(
     seed: int = 0,
     log: Callable[[Row], None] = lambda row: None,
     progress: bool = False,
+    models: Sequence[str] = ("latent",),
+    lm_options: LMOptions | None = None,
 ) -> Result:
     """Fit and score every (env, size); ``shift`` = (transitions, steps) of the extra random-only fit
     per deterministic or shop env, scored on expert episodes (None: no such fit). ``log`` gets each
-    row as soon as it is scored."""
+    row as soon as it is scored. ``models``: which world models to fit and score on the same data
+    (``latent``, ``lm``), each row tagged with its model; ``lm_options`` shape the LM one."""
     check_arguments(envs, sizes, steps, eval_transitions)
-    options = dict(batch_size=batch_size, lr=lr, latent_size=latent_size, members=members, seed=seed)
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        raise ValueError(f"models must be some of {MODELS}, got {list(models)}")
+    options = dict(batch_size=batch_size, lr=lr, latent_size=latent_size, members=members, seed=seed,
+                   lm_options=lm_options)
     result = Result()
-    bar = tqdm(total=len(envs) * len(sizes), desc="fits", unit="fit", disable=not progress, leave=False)
+    bar = tqdm(total=len(envs) * len(sizes) * len(models), desc="fits", unit="fit", disable=not progress, leave=False)
     for env in envs:
         spec = ENVS[env]
         bar.set_postfix_str(f"{env}: collecting")
@@ -103,26 +110,29 @@ def run(
         exact = None
         if spec.kind in ("bayes", "slippery"):
             exact = exact_distributions(spec.name, spec.kwargs, held_out)
-        for i, (size, n_steps) in enumerate(zip(sizes, steps, strict=True)):
-            bar.set_postfix_str(f"{env}: {size} transitions, {n_steps} steps")
-            train = prefix(pool, size)
-            model, fit_s, cpu_s = _fit(env, train, n_steps, **options)
-            scores = evaluate(model, spec, held_out, exact)
-            row = Row(env, sum(t.num_turns for t in train), n_steps, fit_s, n_eval, scores.metrics, cpu_s)
-            result.rows.append(row)
-            if i == len(sizes) - 1 and exact is not None:
-                result.calibration[env] = scores.calibration
-            log(row)
-            bar.update()
+        for kind in models:
+            for i, (size, n_steps) in enumerate(zip(sizes, steps, strict=True)):
+                bar.set_postfix_str(f"{env}: {kind}, {size} transitions, {n_steps} steps")
+                train = prefix(pool, size)
+                model, fit_s, cpu_s = _fit(env, train, n_steps, model=kind, **options)
+                scores = evaluate(model, spec, held_out, exact)
+                row = Row(env, sum(t.num_turns for t in train), n_steps, fit_s, n_eval, scores.metrics, cpu_s,
+                          model=kind)
+                result.rows.append(row)
+                if i == len(sizes) - 1 and exact is not None:
+                    result.calibration[env if kind == "latent" else f"{env} ({kind})"] = scores.calibration
+                log(row)
+                bar.update()
         if shift is not None and spec.kind in KINDS_WITH_SHIFT:
             bar.set_postfix_str(f"{env}: random-only fit, {shift[0]} transitions")
             train = collect_pool(env, "train", shift[0], seed=seed, policies=("random",))
             expert = collect_pool(env, "eval", eval_transitions, seed=seed, policies=("expert",))
-            model, fit_s, cpu_s = _fit(env, train, shift[1], **options)
-            scores = evaluate(model, spec, expert)
-            row = Row(env, sum(t.num_turns for t in train), shift[1], fit_s,
-                      sum(t.num_turns for t in expert), scores.metrics, cpu_s, shift=True)
-            result.rows.append(row)
-            log(row)
+            for kind in models:
+                model, fit_s, cpu_s = _fit(env, train, shift[1], model=kind, **options)
+                scores = evaluate(model, spec, expert)
+                row = Row(env, sum(t.num_turns for t in train), shift[1], fit_s,
+                          sum(t.num_turns for t in expert), scores.metrics, cpu_s, shift=True, model=kind)
+                result.rows.append(row)
+                log(row)
     bar.close()
     return result

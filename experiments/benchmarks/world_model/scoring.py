@@ -12,6 +12,7 @@ import torch
 from envs.trajectory import Trajectory
 from world_model.batch import build_training_batch
 from world_model.model import WorldModel
+from world_model.protocol import concat_states
 from world_model.state import Predictions, WorldState
 from world_model.turn_tokens import TurnTokenizer
 
@@ -78,14 +79,15 @@ def greedy_step(
     model: WorldModel, states: WorldState, actions: Sequence[str], *, batch_size: int = 64
 ) -> tuple[WorldState, Predictions]:
     """``WorldModel.step(greedy=True)`` in chunks; the chunks' states and predictions concatenated."""
-    gen = torch.Generator(device=states.latent.device).manual_seed(0)  # greedy never draws from it
+    device = getattr(model, "device", torch.device("cpu"))  # open_loop asks only for step()
+    gen = torch.Generator(device=device).manual_seed(0)  # greedy never draws from it
     parts = []
     for start in range(0, len(states), batch_size):
         rows = list(range(start, min(start + batch_size, len(states))))
         parts.append(model.step(states.select(rows), actions[start : rows[-1] + 1], generator=gen, greedy=True))
     if not parts:
         raise ValueError("no transitions to predict")
-    state = WorldState(torch.cat([s.latent for s, _ in parts]), sum((s.observations for s, _ in parts), ()))
+    state = concat_states([s for s, _ in parts])
     preds = [p for _, p in parts]
     merged = {
         name: (sum((getattr(p, name) for p in preds), []) if name == "observations"

@@ -1,0 +1,195 @@
+"""The LM world model: the seam, sampling (cached against a full recompute), disagreement, save / load."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from envs.token_positions import position_ids_for
+from imagination.dream_env import DreamEnv
+from tests.world_model.lm.conftest import ENV, tiny_lm_world_model
+from world_model import WorldModel, WorldModelConfig
+from world_model.kv_sampling import sample_with_cache
+from world_model.lm import LMState, LMWorldModel
+from world_model.lm.mixture import mixture_logprobs
+from world_model.lm.rows import left_pad
+from world_model.protocol import WorldModelLike, WorldStateLike, concat_states
+from world_model.turn_tokens import TurnTokenizer
+from world_model.uncertainty import mutual_information
+
+FIRST = "find the hidden number in 1 .. 16 . call guess(k)"
+
+
+def test_both_models_answer_the_world_model_seam():
+    tk = TurnTokenizer.for_env(ENV, {})
+    latent = WorldModel(WorldModelConfig.for_tokenizer(tk, latent_size=16, num_members=2), tk)
+    for model in (latent, tiny_lm_world_model()):
+        assert isinstance(model, WorldModelLike)
+        state = model.initial_state([FIRST, FIRST])
+        assert isinstance(state, WorldStateLike)
+        joined = concat_states([state.select([1]), state.select([0, 0])])
+        assert len(joined) == 3 and joined.observations == (FIRST,) * 3
+        after, pred = model.step(joined, ["guess(8)"] * 3, generator=torch.Generator().manual_seed(0))
+        assert len(after) == 3 and pred.reward.shape == pred.uncertainty.shape == (3,)
+
+
+def test_history_keeps_the_first_observation_and_the_latest_turns():
+    state = LMState.start(["first"])
+    for i in range(4):
+        state = state.advance([f"a{i}"], [f"o{i}"], window=2)
+    assert state.first == ("first",) and state.turns == ((("a2", "o2"), ("a3", "o3")),)
+    assert state.observations == ("o3",)
+    assert LMState.start(["x"]).advance(["a"], ["o"], window=0).turns == ((),)
+
+
+def test_the_prompt_is_the_chat_history_in_role_markers():
+    model = tiny_lm_world_model(history_turns=1)
+    tk = model.tokenizer
+    state = model.observe(model.initial_state([FIRST]), ["guess(8)"], ["guess 8 : higher"])
+    state = model.observe(state, ["guess(12)"], ["guess 12 : lower"])
+    (prompt,) = model.codec.prompts(state.first, state.turns, ["guess(10)"])
+    words = tk.tokenizer.convert_ids_to_tokens(prompt)
+    first = tk.tokenizer.convert_ids_to_tokens(tk.observation_words([FIRST])[0])
+    # the first observation, then only the latest turn (window 1), then the action and <res>
+    assert words == ["<s>", "<obs>", *first, "<act>", "guess", "(", "12", ")", "<res>", "guess", "12", ":", "lower",
+                     "<act>", "guess", "(", "10", ")", "<res>"]
+
+
+def uncached_greedy(model: LMWorldModel, prompts: list[list[int]]) -> tuple[list[list[int]], list[list[float]]]:
+    """Reference: every member recomputes the whole prefix for every token, mixture argmax."""
+    banned = torch.tensor(sorted(set(model.codec.banned_ids)))
+    texts, logps = [], []
+    for prompt in prompts:
+        row, scores = list(prompt), []
+        for _ in range(model.codec.max_new_tokens):
+            ids = torch.tensor([row])
+            logits = torch.stack([model.members.model(k)(input_ids=ids).logits[0, -1]
+                                  for k in range(model.members.num_members)])  # (K, V)
+            logp = mixture_logprobs(logits, banned)  # (V,)
+            token = int(logp.argmax())
+            row.append(token)
+            scores.append(float(logp[token]))
+            if token == model.codec.eos_id:
+                break
+        texts.append(row[len(prompt):])
+        logps.append(scores)
+    return texts, logps
+
+
+@torch.no_grad()
+def test_cached_batched_sampling_equals_a_full_recompute():
+    model = tiny_lm_world_model(members=2)
+    state = model.observe(model.initial_state([FIRST, FIRST, FIRST]), ["guess(8)", "guess(3)", "oops"],
+                          ["guess 8 : higher", "guess 3 : lower", "invalid action"])
+    prompts = model.codec.prompts(state.first, state.turns, ["guess(12)", "guess(1)", "guess(16)"])
+    ids, mask = left_pad(prompts, model.codec.pad_id)  # rows of different lengths: left padding matters
+    assert len({len(p) for p in prompts}) > 1
+    got = sample_with_cache(model.mixture, ids, mask, max_tokens=model.codec.max_new_tokens,
+                            eos=model.codec.eos_id, pad=model.codec.pad_id)
+    want_ids, want_logps = uncached_greedy(model, prompts)
+    for b in range(len(prompts)):
+        n = int(got.lengths[b])
+        assert got.token_ids[b, :n].tolist() == want_ids[b]
+        assert got.logprobs[b, :n].tolist() == pytest.approx(want_logps[b], abs=1e-5)
+
+
+def test_step_uncertainty_and_disagreement_are_the_members_mutual_information():
+    model = tiny_lm_world_model(members=3)
+    state = model.initial_state([FIRST, FIRST])
+    actions = ["guess(8)", "guess(2)"]
+    outcomes = ["guess 8 : higher", "invalid action : call guess ( k ) with k in 1 .. 16"]  # unequal lengths
+    got = model.disagreement(state, actions, outcomes)
+    prompts = model.codec.prompts(state.first, state.turns, actions)
+    targets = model.codec.targets(outcomes)
+    for b in range(2):
+        row = torch.tensor([prompts[b] + targets[b]])
+        with torch.no_grad():
+            probs = torch.stack([torch.softmax(model.members.model(k)(input_ids=row).logits[0].float(), -1)
+                                 for k in range(3)])  # (K, T, V)
+        n = len(targets[b])
+        want = mutual_information(probs[:, -n - 1 : -1]).mean()  # over the target tokens, </s> included
+        assert float(got[b]) == pytest.approx(float(want), abs=5e-6)  # a difference of entropies of ~3 nats
+    # step reports the same measure on its own greedy text
+    _, pred = model.step(state, actions, generator=torch.Generator(), greedy=True)
+    again = model.disagreement(state, actions, pred.observations)
+    ended = pred.ended.tolist()
+    for b in range(2):
+        if ended[b]:
+            assert float(pred.uncertainty[b]) == pytest.approx(float(again[b]), abs=5e-6)
+
+
+def test_same_generator_state_same_sample_and_rows_do_not_depend_on_the_batch():
+    model = tiny_lm_world_model()
+    state = model.initial_state([FIRST] * 3)
+    actions = ["guess(8)", "guess(3)", "guess(5)"]
+    a = model.step(state, actions, generator=torch.Generator().manual_seed(7))[1]
+    b = model.step(state, actions, generator=torch.Generator().manual_seed(7))[1]
+    assert a.observations == b.observations and torch.equal(a.done, b.done) and torch.equal(a.reward, b.reward)
+    c = model.step(state, actions, generator=torch.Generator().manual_seed(8))[1]
+    assert c.observations != a.observations
+
+
+def test_save_and_load_give_identical_samples(tmp_path):
+    model = tiny_lm_world_model(members=2, seed=3)
+    model.save_pretrained(tmp_path / "wm")
+    assert {"config.json", "model.safetensors", "tokenizer"} <= {p.name for p in (tmp_path / "wm").iterdir()}
+    assert not list((tmp_path / "wm").rglob("*.bin")) and not list((tmp_path / "wm").rglob("*.pt*"))
+    loaded = LMWorldModel.from_pretrained(tmp_path / "wm")
+    state = model.observe(model.initial_state([FIRST] * 2), ["guess(8)"] * 2, ["guess 8 : higher"] * 2)
+    for greedy in (False, True):
+        x = model.step(state, ["guess(12)", "guess(10)"], generator=torch.Generator().manual_seed(1), greedy=greedy)
+        y = loaded.step(state, ["guess(12)", "guess(10)"], generator=torch.Generator().manual_seed(1), greedy=greedy)
+        assert x[1].observations == y[1].observations and x[0] == y[0]
+        assert torch.equal(x[1].reward, y[1].reward) and torch.equal(x[1].uncertainty, y[1].uncertainty)
+
+
+def test_a_pickle_only_folder_is_refused_naming_the_file(tmp_path):
+    model = tiny_lm_world_model()
+    model.save_pretrained(tmp_path / "wm")
+    (tmp_path / "wm" / "model.safetensors").rename(tmp_path / "wm" / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="pytorch_model.bin, a pickle checkpoint"):
+        LMWorldModel.from_pretrained(tmp_path / "wm")
+
+
+def test_dream_env_runs_on_the_lm_world_model():
+    model = tiny_lm_world_model()
+    env = DreamEnv(model, ENV, seed=0, horizon=3)
+    first = env.reset(5)
+    assert first.startswith("find the hidden number")
+    steps = 0
+    while not env.done:
+        result = env.step("guess(8)")
+        steps += 1
+        assert math.isfinite(result.reward) and "uncertainty" in result.info
+    assert steps <= 3
+    # a real history prefix is folded as text: the state carries it
+    assert isinstance(env.world_state, LMState)
+
+
+def test_position_ids_start_at_each_rows_first_token():
+    ids, mask = left_pad([[5, 6, 7], [8]], pad=0)
+    assert position_ids_for(mask).tolist() == [[0, 1, 2], [0, 0, 0]]
+
+
+@pytest.mark.parametrize(("options", "key"), [
+    ({"history_turns": -1}, "world_model.lm.history_turns"),
+    ({"num_heads": 3}, "world_model.lm.num_heads"),
+    ({"dtype": "float16"}, "world_model.lm.dtype"),
+    ({"device": "tpu"}, "world_model.lm.device"),
+    ({"lora_rank": 4}, "world_model.lm.lora_rank"),
+])
+def test_bad_lm_options_name_their_key(options, key):
+    from world_model.lm import LMOptions
+
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        LMOptions(**options)
+
+
+def test_the_world_model_group_names_a_wrong_model():
+    from experiments.config import WorldModelOptions
+
+    with pytest.raises(ValueError, match=r"world_model\.name"):
+        WorldModelOptions(name="transformer")
+    assert WorldModelOptions(name="lm", lm={"history_turns": 1}).lm.history_turns == 1

@@ -1,0 +1,103 @@
+"""Configuration of the LM world model: the user's options (``LMOptions``, the ``world_model.lm``
+section) and the saved model's whole shape (``LMWorldModelConfig``, written to config.json)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DTYPES = ("float32", "bfloat16")
+
+
+def _check_int(owner: str, name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{owner}.{name} must be an integer >= {least}, got {value!r}")
+
+
+@dataclass
+class LMOptions:
+    """How to build an LM world model (``world_model=lm``; the ensemble size is ``world_model.num_members``)."""
+
+    history_turns: int = 4
+    """Turns of history in the prompt besides the first observation (the policy's window); its cost
+    per imagined step grows with it."""
+    hidden_size: int = 64
+    """Tiny model: width of each member's decoder."""
+    intermediate_size: int = 128
+    """Tiny model: width of its MLP."""
+    num_layers: int = 2
+    """Tiny model: decoder blocks."""
+    num_heads: int = 4
+    """Tiny model: attention heads; must divide hidden_size."""
+    pretrained: str | None = None
+    """A local Hugging Face model folder to start every member from (its own tokenizer and chat
+    template; read with ``local_files_only=True``); None builds tiny members over the env's words."""
+    lora_rank: int = 0
+    """With ``pretrained``: 0 fine-tunes every member in full (K copies of the model); r >= 1 trains
+    K LoRA adapters of rank r on one frozen copy."""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator (the update is scaled by lora_alpha / lora_rank)."""
+    dtype: str = "float32"
+    """Weights' dtype: ``float32`` or ``bfloat16`` (bf16 for a GPU)."""
+    device: str = "cpu"
+    """Where the model lives, is fitted and samples: ``cpu`` or ``cuda`` / ``cuda:N``."""
+
+    def __post_init__(self) -> None:
+        owner = "world_model.lm"
+        _check_int(owner, "history_turns", self.history_turns, 0)
+        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads"):
+            _check_int(owner, name, getattr(self, name), 1)
+        _check_int(owner, "lora_rank", self.lora_rank, 0)
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"{owner}.num_heads ({self.num_heads}) must divide {owner}.hidden_size ({self.hidden_size})")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"{owner}.dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if not (self.device == "cpu" or self.device == "cuda" or re.fullmatch(r"cuda:\d+", self.device)):
+            raise ValueError(f"{owner}.device must be cpu, cuda or cuda:N, got {self.device!r}")
+        if self.lora_rank and self.pretrained is None:
+            raise ValueError(f"{owner}.lora_rank needs {owner}.pretrained (LoRA adapts a pretrained model)")
+        if not self.lora_alpha > 0:
+            raise ValueError(f"{owner}.lora_alpha must be > 0, got {self.lora_alpha!r}")
+
+
+@dataclass
+class LMWorldModelConfig:
+    """Everything needed to rebuild a saved ``LMWorldModel`` without the env or the network."""
+
+    options: LMOptions
+    """How the members were built."""
+    max_observation_words: int
+    """The env word caps (``TokenLimits``) of the model's ``TurnTokenizer``."""
+    max_action_words: int
+    """See ``max_observation_words``."""
+    vocab_size: int
+    """Length of the env word tokenizer (``TurnTokenizer``)."""
+    num_members: int = 3
+    """Ensemble members K; 1 gives no disagreement."""
+    head_hidden: int = 64
+    """Hidden width of each member's reward and done head."""
+    reward_weight: float = 1.0
+    """Weight of the reward MSE in the loss."""
+    done_weight: float = 1.0
+    """Weight of the done BCE in the loss."""
+    base_config: dict | None = None
+    """A pretrained model's Hugging Face config (filled when built from ``options.pretrained``), so a
+    saved model is rebuilt from its own folder."""
+    kind: str = "lm"
+    """Tells ``world_model.loading`` which model a folder holds."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.options, dict):
+            self.options = LMOptions(**self.options)
+        for name in ("max_observation_words", "max_action_words", "vocab_size", "num_members", "head_hidden"):
+            _check_int("LMWorldModelConfig", name, getattr(self, name), 1)
+        for name in ("reward_weight", "done_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"LMWorldModelConfig.{name} must be a number >= 0, got {value!r}")
+        if self.kind != "lm":
+            raise ValueError(f"LMWorldModelConfig.kind must be 'lm', got {self.kind!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
