@@ -1,4 +1,5 @@
-"""Config keys renamed when the ``world_model`` and ``critic`` groups got nested sections.
+"""Config keys renamed when the ``world_model`` and ``critic`` groups got nested sections, and keys
+added since (``world_model.name`` and its ``lm`` section, with the values an older run meant).
 
 A checkpoint records its run's config (``experiments.resume.config_record``); one written before the
 rename holds the flat keys. ``upgrade_record`` moves them into their sections so such a run still
@@ -9,7 +10,10 @@ renames for people.
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict
 from typing import Any
+
+from world_model.lm.config import LMOptions
 
 RENAMED: dict[str, dict[str, tuple[str, str]]] = {
     "world_model": {
@@ -38,6 +42,12 @@ RENAMED: dict[str, dict[str, tuple[str, str]]] = {
 """group -> old key -> (section, new key)."""
 
 
+def added_keys() -> dict[str, dict[str, Any]]:
+    """group -> keys added since, with the value that reproduces what a run recorded without them did
+    (a record without ``world_model.name`` was written when the latent model was the only one)."""
+    return {"world_model": {"name": "latent", "lm": asdict(LMOptions())}}
+
+
 def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
     """A copy of a run's config record with every old flat key moved into its section."""
     record = copy.deepcopy(record)
@@ -48,4 +58,9 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
         for old, (section, new) in moves.items():
             if old in values:  # no new-format key shares an old key's name, so this is idempotent
                 values.setdefault(section, {})[new] = values.pop(old)
+    for group, added in added_keys().items():
+        values = record.get(group)
+        if isinstance(values, dict):
+            for key, value in added.items():
+                values.setdefault(key, copy.deepcopy(value))
     return record
