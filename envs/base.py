@@ -7,13 +7,18 @@
   the episode is done raises :class:`EpisodeDoneError`. An env's own turn budget is part of its
   task (the agent fails when it runs out of turns), so reaching it is ``done``; a cut-off imposed
   from outside, such as ``collect(max_turns=...)`` below that budget, is a truncation instead.
+- :class:`ExpertEnv`: a scripted expert (``expert_action``). Optional: an env brought from
+  elsewhere rarely has one, and a policy can be warm-started from recorded transcripts instead,
+  or start without a warm start (see the docs on adapters).
 - :class:`ScriptedEnv`: the extras a hand-written simulator can give because it knows its own
-  state: a scripted expert, random well-formed actions, its vocabulary, the anchor observation.
+  state: random well-formed actions, its vocabulary, the anchor observation.
 - :class:`SnapshotEnv`: ``snapshot()`` / ``restore()`` of the whole episode state, so rollouts can
   branch from a real mid-episode state. A snapshot is an :class:`EnvSnapshot`.
 - :class:`TaskEnv`: ``task_key()``, what identifies the current episode's task, so training and
   evaluation tasks can be kept apart (``envs.splits``).
-- :class:`RealEnv`: all of the above; every environment in ``envs.registry`` is one.
+- :class:`RealEnv`: all of the above; every hand-written environment in ``envs.registry`` is one.
+  The adapters there offer what the wrapped env allows; each env declares what it offers
+  (``capabilities``, ``envs.capabilities``).
 
 Environments are seeded by their own ``random.Random``, never by global state.
 """
@@ -79,12 +84,17 @@ class Env(Protocol):
 
 
 @runtime_checkable
-class ScriptedEnv(Env, Protocol):
-    """An env that knows its own state well enough to script agents and name its words."""
+class ExpertEnv(Env, Protocol):
+    """An env with a scripted expert: what a warm start from expert episodes needs."""
 
     def expert_action(self) -> str:
         """The scripted expert's next action in the current state."""
         ...
+
+
+@runtime_checkable
+class ScriptedEnv(Env, Protocol):
+    """An env that knows its own state well enough to script agents and name its words."""
 
     def random_action(self, rng: random.Random) -> str:
         """A well-formed action drawn uniformly from a sensible set, using ``rng`` only."""
@@ -126,7 +136,7 @@ class TaskEnv(Env, Protocol):
 
 
 @runtime_checkable
-class RealEnv(ScriptedEnv, SnapshotEnv, TaskEnv, Protocol):
+class RealEnv(ExpertEnv, ScriptedEnv, SnapshotEnv, TaskEnv, Protocol):
     """A hand-written simulator with every extra: what ``envs.registry.make`` builds."""
 
 

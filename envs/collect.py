@@ -51,6 +51,7 @@ from tqdm import tqdm
 
 from envs.agent import Agent, AgentView
 from envs.base import Env, StepResult
+from envs.step_timeout import step_within
 from envs.trajectory import SampledAction, Source, Trajectory, Turn
 
 _SEED_STRIDE = 1_000_003  # a prime larger than any sensible n_groups: seeds of different `seed`s never meet
@@ -115,6 +116,7 @@ def collect(
     first_trajectory_id: int = 0,
     progress: bool = True,
     on_env_error: Callable[[EnvFailure], None] | None = None,
+    step_timeout_s: float | None = None,
 ) -> list[Trajectory]:
     """Run ``group_size`` episodes per group and return them ordered by ``trajectory_id``.
 
@@ -133,7 +135,8 @@ def collect(
     agent acts, from ``env.anchor_observation()`` where the env has one, else the observation itself
     (a world-model env offers only ``reset`` / ``step``). The agent may answer with text or with
     ``SampledAction``s; a sample is kept on its turn. ``on_env_error``: see the module docstring
-    (None: an env's exception propagates).
+    (None: an env's exception propagates). ``step_timeout_s``: a step still running after that many
+    seconds raises ``EnvStepTimeout`` (``envs.step_timeout``), handled like any env exception.
     """
     _check_collect_options(group_size, source, max_turns, first_group_id, first_trajectory_id)
     starts = _group_starts(n_groups, seed, group_seeds, branches)
@@ -152,7 +155,8 @@ def collect(
     while active:
         anchors = [_anchor(envs[i], observations[i]) for i in active]  # before acting: the state acted in
         texts, samples = _act(agent, envs, trajectories, observations, active)
-        results = _step_all([envs[i] for i in active], texts, catch=on_env_error is not None)
+        results = _step_all([envs[i] for i in active], texts, catch=on_env_error is not None,
+                            timeout_s=step_timeout_s)
         active = _record_round(
             trajectories, observations, limits, active, texts, samples, results, anchors,
             failed=failed, on_env_error=on_env_error, bar=bar,
@@ -331,7 +335,9 @@ def _group_starts(
     return starts
 
 
-def _step_all(envs: Sequence[Env], texts: Sequence[str], *, catch: bool = False) -> list[StepResult | Exception]:
+def _step_all(
+    envs: Sequence[Env], texts: Sequence[str], *, catch: bool = False, timeout_s: float | None = None
+) -> list[StepResult | Exception]:
     """Step each env with its action: envs sharing a ``batch_stepper`` in one call, others one by one.
 
     ``catch``: an env whose own ``step`` raises gets its exception in place of a result (a batch
@@ -343,7 +349,7 @@ def _step_all(envs: Sequence[Env], texts: Sequence[str], *, catch: bool = False)
         stepper = getattr(env, "batch_stepper", None)
         if stepper is None:
             try:
-                results[position] = env.step(texts[position])
+                results[position] = step_within(env, texts[position], timeout_s)
             except Exception as error:  # noqa: BLE001 - any env bug; the caller decides (on_env_error)
                 if not catch:
                     raise

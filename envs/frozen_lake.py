@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
+from envs.capabilities import Capabilities
 from envs.tokenizer import words_of
 
 DEFAULT_MAP = ("SFFF", "FHFH", "FFFH", "HFFG")  # gymnasium's "4x4"
@@ -156,6 +157,7 @@ class FrozenLakeEnv:
     """
 
     name = "frozen_lake"
+    capabilities = Capabilities(expert=True, task_key=True, max_turns_option=True, snapshots=True)
 
     def __init__(
         self,

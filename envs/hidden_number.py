@@ -24,6 +24,7 @@ import random
 import re
 
 from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
+from envs.capabilities import Capabilities
 from envs.tokenizer import words_of
 
 ANSWERS = ("higher", "lower", "correct")
@@ -66,6 +67,7 @@ class HiddenNumberEnv:
     """
 
     name = "hidden_number"
+    capabilities = Capabilities(expert=True, task_key=False, max_turns_option=True, snapshots=True)
 
     def __init__(
         self, *, n: int = 16, max_turns: int = 6, noise: float = 0.0, observation: str = "last"

@@ -25,6 +25,7 @@ import re
 
 from envs import minishop_pages as pages
 from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
+from envs.capabilities import Capabilities
 from envs.checks import check_int
 from envs.minishop_catalogue import (
     CATEGORIES,
@@ -83,6 +84,7 @@ class MiniShop:
     """
 
     name = "minishop"
+    capabilities = Capabilities(expert=True, task_key=True, max_turns_option=True, snapshots=True)
 
     def __init__(self, *, num_products: int = 100, max_turns: int = 10, results_per_page: int = 5) -> None:
         self.num_products = _check_int("num_products", num_products, MIN_PRODUCTS, MAX_PRODUCTS)

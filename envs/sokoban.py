@@ -29,6 +29,7 @@ import random
 from collections.abc import Sequence
 
 from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started, snapshot_state
+from envs.capabilities import Capabilities
 from envs.sokoban_generator import generate_room
 from envs.sokoban_solver import ACTIONS, Puzzle, is_solved, move, solve
 from envs.tokenizer import words_of
@@ -118,6 +119,7 @@ class SokobanEnv:
     """
 
     name = "sokoban"
+    capabilities = Capabilities(expert=True, task_key=True, max_turns_option=True, snapshots=True)
 
     def __init__(self, dim_room: tuple[int, int] = (6, 6), num_boxes: int = 1, max_turns: int = 20) -> None:
         if (

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,8 @@ import torch
 from lightning.fabric import Fabric
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
-from envs import Trajectory, TrajectoryStore
+from envs import RandomAgent, Trajectory, TrajectoryStore, collect
+from envs.registry import capabilities
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from experiments.config import Resolved
@@ -31,14 +34,18 @@ from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
+from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOConfig, PPOLearner
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
+from policy.model import build_tiny_lm, load_local_pretrained
+from policy.transcripts import transcript_trajectories
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model import TurnTokenizer, token_limits
 from world_model.fitting import fit_any
 from world_model.metrics import one_step_accuracy
 from world_model.protocol import WorldModelLike
+
+log = logging.getLogger(__name__)  # Hydra writes it to the run's train.log, progress bar or not
 
 
 @dataclass
@@ -66,12 +73,12 @@ class RunParts:
 
 
 def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
-    """A tiny LM over the env's word-level tokenizer, or a local pretrained model directory; each
+    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a local pretrained model directory; each
     process (``rank``) samples from its own stream."""
     if run.policy.pretrained:
         model, tokenizer = load_local_pretrained(run.policy.pretrained)
     else:
-        tokenizer = build_tiny_tokenizer(vocabulary)
+        tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, dict(run.env.kwargs), vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
     return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank))
 
@@ -155,26 +162,52 @@ def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int
 
 
 def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> list[Trajectory]:
-    """1. Warm start: clone the expert on training tasks until the policy is weak but not hopeless.
-    Returns the expert demonstrations, whose env steps are reported apart from the RL x-axis."""
+    """1. Warm start: clone the expert (or transcripts, or random well-formed actions) on training tasks
+    until the policy is weak but not hopeless. Returns the demonstrations, whose env steps are reported
+    apart from the RL x-axis."""
     ws, max_turns = run.trainer.warm_start, run.trainer.max_turns
-    experts = expert_trajectories(run.env.name, seeds=task_seeds(run, env_kwargs, "train", ws.expert_episodes, "expert"),
-                                  env_kwargs=env_kwargs, max_turns=max_turns)
+    experts = demonstrations(run, env_kwargs)
     cache_inputs = warm_start_inputs(run.env.name, env_kwargs, run.policy, ws, max_turns, run.seed)
+    if ws.transcripts is not None:  # the file's content, not only its name, decides the cloned weights
+        cache_inputs["transcripts_sha256"] = hashlib.sha256(Path(ws.transcripts).read_bytes()).hexdigest()
     if ws.cache_dir is not None and (folder := load_warm_start(ws.cache_dir, cache_inputs, policy.model)) is not None:
-        if progress:
-            print(f"warm start: the cloned policy of {folder}", flush=True)
+        log.info(f"warm start: the cloned policy of {folder}")
         return experts
     clone_eval_seeds = task_seeds(run, env_kwargs, "train", ws.eval_episodes, "clone-eval")
+
+    def score(p: LMPolicy) -> float:  # success, or for a format-only warm start the share of valid actions
+        result = evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name, env_kwargs,
+                          seeds=clone_eval_seeds, max_turns=max_turns)
+        return 1.0 - result.invalid_action_rate if ws.random_actions else result.success_rate
+
     behaviour_clone(
         policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
-        stop_at_success=ws.target_success, seed=derive_seed(run.seed, "clone"), progress=progress,
-        evaluate=lambda p: evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name,
-                                    env_kwargs, seeds=clone_eval_seeds, max_turns=max_turns).success_rate,
+        stop_at_success=ws.target_valid if ws.random_actions else ws.target_success,
+        seed=derive_seed(run.seed, "clone"), progress=progress, log=log.info, evaluate=score,
     )
     if ws.cache_dir is not None:
         save_warm_start(ws.cache_dir, cache_inputs, policy.model)
     return experts
+
+
+def demonstrations(run: Resolved, env_kwargs: dict[str, Any]) -> list[Trajectory]:
+    """What the warm start clones: the recorded transcripts when given, random well-formed actions when
+    asked, else the env's scripted expert on training tasks; an env with none is refused with the ways out."""
+    ws = run.trainer.warm_start
+    if ws.transcripts is not None:
+        return transcript_trajectories(ws.transcripts, run.env.name)
+    offers = capabilities(run.env.name, **env_kwargs)
+    seeds = task_seeds(run, env_kwargs, "train", ws.expert_episodes, "expert")
+    if ws.random_actions:
+        if not offers.random_action:
+            raise ValueError(f"trainer.warm_start.random_actions: env {run.env.name} {env_kwargs} has no random_action")
+        return collect(RandomAgent(derive_seed(run.seed, "random-demonstrations")), run.env.name, group_size=1,
+                       group_seeds=seeds, max_turns=run.trainer.max_turns, env_kwargs=env_kwargs, progress=False)
+    if not offers.expert:
+        raise ValueError(f"env {run.env.name} {env_kwargs} has no scripted expert to warm-start from: set "
+                         "trainer.warm_start.transcripts=PATH.jsonl (recorded episodes), trainer.warm_start."
+                         "random_actions=true (the action format only) or trainer.warm_start.enabled=false")
+    return expert_trajectories(run.env.name, seeds=seeds, env_kwargs=env_kwargs, max_turns=run.trainer.max_turns)
 
 
 def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> None:

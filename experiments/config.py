@@ -44,11 +44,27 @@ class WarmStartConfig:
     """Cloning steps between success checks."""
     eval_episodes: int = 64
     """Episodes per success check."""
+    transcripts: str | None = None
+    """A chat JSONL file of recorded episodes (the format ``envs.chat`` exports, e.g. a user's SFT data)
+    to clone instead of the env's scripted expert; only the agent's (assistant) turns are learned. For
+    an env without an expert, this, ``random_actions`` or ``enabled=false`` (docs/adapters.md)."""
+    random_actions: bool = False
+    """Clone the env's random well-formed actions (``random_action``) instead of an expert: for an env
+    with neither expert nor transcripts, it teaches the action format, not the strategy, and stops once
+    ``target_valid`` of the evaluated actions are valid (docs/adapters.md)."""
+    target_valid: float = 0.7
+    """With ``random_actions``: stop cloning once this share of evaluated actions is valid. Random
+    actions are not all valid where validity depends on the state (a repeated guess, an illegal
+    move), so a clone of them levels off below 1 (about 0.76 on GuessTheNumber-v0)."""
     cache_dir: str | None = None
     """A folder shared by runs: the first run of an (env, policy, warm-start options, seed) saves its
     cloned weights there and later runs load them instead of cloning (``experiments/warm_start_cache.py``)."""
 
     def __post_init__(self) -> None:
+        if self.random_actions and self.transcripts is not None:
+            raise ValueError("trainer.warm_start: give transcripts or random_actions=true, not both")
+        if not 0.0 <= self.target_valid <= 1.0:
+            raise ValueError(f"trainer.warm_start.target_valid must be in [0, 1], got {self.target_valid}")
         if not 0.0 <= self.target_success <= 1.0:
             raise ValueError(f"trainer.warm_start.target_success must be in [0, 1], got {self.target_success}")
         for name in ("expert_episodes", "max_steps", "batch_size", "eval_every", "eval_episodes"):
@@ -101,6 +117,10 @@ class TrainerConfig:
     on_env_error: str = "skip"
     """An environment raising inside ``step``: ``skip`` marks that episode failed, logs it with its seed
     and goes on without it; ``raise`` stops the run."""
+    env_step_timeout_s: float | None = None
+    """Seconds a single env step may take; a step still running then counts as one that raised (see
+    ``on_env_error``: with ``skip`` the episode is dropped and logged, the run goes on). For third-party
+    envs that can hang. None: no limit (steps run inline, as without this option)."""
     compile: bool = False
     """``torch.compile`` the policy for the learner's update (its old log-prob pass and minibatch steps).
     Compiling costs about a minute of CPU up front, so it pays off only on long runs (README,
@@ -120,6 +140,9 @@ class TrainerConfig:
         check_int("trainer.max_nonfinite_updates", self.max_nonfinite_updates, 0)
         if self.on_env_error not in ("skip", "raise"):
             raise ValueError(f"trainer.on_env_error must be 'skip' or 'raise', got {self.on_env_error!r}")
+        timeout = self.env_step_timeout_s
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"trainer.env_step_timeout_s must be a number > 0 or null, got {timeout!r}")
         if self.max_env_steps is not None and self.max_env_steps < 1:
             raise ValueError(f"trainer.max_env_steps must be >= 1 or null, got {self.max_env_steps}")
         if self.checkpoint_every < 0:

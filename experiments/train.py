@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import sys
 import time
@@ -102,6 +103,7 @@ from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
 
 register_configs()
+log = logging.getLogger(__name__)  # Hydra writes it to the run's train.log, progress bar or not
 CHUNK_ROWS = 256  # rows per no-grad forward pass when scoring a batch
 FULL_PRECISION = ("32-true", "32", "64-true", "64")  # where sampling's log-probs are the learner's (algo.ppo.old_logp)
 
@@ -195,6 +197,8 @@ def evaluate_policy(parts: RunParts) -> dict[str, float]:
     run = parts.run
     result = evaluate(parts.policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name, parts.env_kwargs,
                       seeds=parts.eval_seeds, max_turns=run.trainer.max_turns)
+    log.info(f"evaluation: success {result.success_rate:.3f}, invalid actions {result.invalid_action_rate:.3f} "
+             f"on {len(parts.eval_seeds)} held-out episodes")
     return broadcast_json(parts.fabric, result.as_metrics("eval"))
 
 
@@ -280,6 +284,7 @@ def collect_real(
             max_turns=trainer.max_turns, progress=False, group_seeds=[seeds[g] for g in my_groups],
             first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
             on_env_error=failures.append if trainer.on_env_error == "skip" else None,
+            step_timeout_s=trainer.env_step_timeout_s,
         )
         local.groups_used += len(my_groups)
         local.trajectories_used += len(trajectories) + len(failures)  # a failed episode's id stays used
@@ -356,7 +361,7 @@ def imagine(
         parts.policy, parts.world_model, run.env.name, parts.env_kwargs,
         [branches[b] for b in shard(len(branches), fabric.world_size, fabric.global_rank)], group_size=group_size,
         config=imagination, seed=rank_seed(derive_seed(run.seed, "dream", iteration), fabric.global_rank),
-        max_turns=run.trainer.max_turns,
+        max_turns=run.trainer.max_turns, success_reward=run.env.success_reward,
     )
     imagined = gather_imagined(fabric, imagined, branches, first_group=progress.next_ids["group"],
                                first_trajectory=progress.next_ids["trajectory"])

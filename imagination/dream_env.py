@@ -47,6 +47,17 @@ SUCCESS_REWARD: dict[str, float] = {
 }
 
 
+def default_success_reward(env: Any) -> float:
+    """The success threshold of ``env``'s rewards: ``SUCCESS_REWARD`` for the hand-written envs, the
+    adapter's own ``success_threshold`` (it depends on the wrapped game and reward option) otherwise."""
+    if env.name in SUCCESS_REWARD:
+        return SUCCESS_REWARD[env.name]
+    threshold = getattr(env, "success_threshold", None)
+    if threshold is None:
+        raise ValueError(f"no success rule known for {env.name!r}; set env.success_reward")
+    return float(threshold)
+
+
 class DreamStepper:
     """Steps ``DreamEnv``s that share ``model`` with one batched ``WorldModel.step`` per call.
 
@@ -189,9 +200,7 @@ class DreamEnv:
         self.halt_uncertainty = None if halt_uncertainty is None else float(halt_uncertainty)
         self.horizon = horizon
         if success_reward is None:
-            if self.name not in SUCCESS_REWARD:
-                raise ValueError(f"no success rule known for {self.name!r}; give success_reward")
-            success_reward = SUCCESS_REWARD[self.name]
+            success_reward = default_success_reward(self._real)
         self.success_reward = float(success_reward)
         self._is_valid = action_validator(self.name, self.env_kwargs)
         self._state: WorldStateLike | None = None

@@ -51,19 +51,21 @@ def imagine_groups(
     max_turns: int | None = None,
     first_group_id: int = 0,
     first_trajectory_id: int = 0,
+    success_reward: float | None = None,
 ) -> ImaginedGroups:
     """One imagined group of ``group_size`` episodes per branch point.
 
     ``seed`` seeds the world model's sampling for this call (the agent samples from its own
     stream); the config's ``horizon``, ``reward_penalty`` and ``halt_uncertainty`` go to every
-    ``DreamEnv``; ``max_turns`` caps each episode as in ``collect`` (the real prefix counts).
+    ``DreamEnv``; ``max_turns`` caps each episode as in ``collect`` (the real prefix counts);
+    ``success_reward``: the model reward above which a done step is a success (None: the env's rule).
     """
     branches = list(branches)
     if not branches:
         return ImaginedGroups([], [], [])
     factory = DreamEnvFactory(
         world_model, env_name, env_kwargs, seed=seed, horizon=config.horizon, reward_penalty=config.reward_penalty,
-        halt_uncertainty=config.halt_uncertainty,
+        halt_uncertainty=config.halt_uncertainty, success_reward=success_reward,
     )
     built = []  # every DreamEnv of the call, to read how each episode ended
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 ARCHITECTURES = ("llama", "qwen2")
+TOKENIZERS = ("auto", "word", "bpe")
 
 
 @dataclass
@@ -18,6 +19,11 @@ class PolicyConfig:
     pretrained: Optional[str] = None  # noqa: UP045 (OmegaConf structured configs want Optional)
     """A local Hugging Face model directory; its own tokenizer and chat template are used. None: a tiny
     model is built from scratch over the env's word-level tokenizer, with the fields below."""
+
+    tokenizer: str = "auto"
+    """The tiny model's tokenizer: ``word`` (word-level over the env's vocabulary; decodes ``[5]`` as
+    ``[ 5 ]``), ``bpe`` (byte-level BPE trained on probe episodes: any text encodes, and decodes back
+    exactly), or ``auto``: ``bpe`` for the adapter envs (textarena, gym_text), ``word`` for the others."""
 
     arch: str = "llama"
     """Architecture of the tiny model: "llama" or "qwen2"."""
@@ -52,6 +58,8 @@ class PolicyConfig:
     """Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p; 1 keeps all."""
 
     def __post_init__(self) -> None:
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"PolicyConfig.tokenizer must be one of {TOKENIZERS}, got {self.tokenizer!r}")
         if self.arch not in ARCHITECTURES:
             raise ValueError(f"PolicyConfig.arch must be one of {ARCHITECTURES}, got {self.arch!r}")
         for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_prompt_tokens", "max_action_tokens"):

@@ -12,6 +12,8 @@ invalid, since it is what the agent produced.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -64,9 +66,32 @@ def prompt_ids(tokenizer, prompts: Sequence[str], *, max_prompt_tokens: int) -> 
     if keep < 1:
         raise ValueError(f"max_prompt_tokens must leave room for one token after BOS, got {max_prompt_tokens}")
     encoded = tokenizer(list(prompts), add_special_tokens=False)["input_ids"] if prompts else []
+    longest = max((len(ids) for ids in encoded), default=0)
+    if longest > keep:
+        warn_prompt_cut(longest + len(bos), max_prompt_tokens)
     # Sliced here rather than by the tokenizer: a call-time truncation_side is ignored by fast
     # tokenizers, and setting it on the tokenizer would change an object the caller shares.
     return [bos + ids[-keep:] for ids in encoded]
+
+
+class PromptCutWarning(UserWarning):
+    """A prompt was longer than ``policy.max_prompt_tokens`` and lost its start."""
+
+
+_warned_caps: set[int] = set()  # caps already warned about: once per cap and process, not per batch
+
+
+def warn_prompt_cut(length: int, max_prompt_tokens: int) -> None:
+    """Say, once per cap, that prompts are being cut from the start, with the numbers and the way out."""
+    if max_prompt_tokens in _warned_caps:
+        return
+    _warned_caps.add(max_prompt_tokens)
+    message = (f"a prompt of {length} tokens was cut to policy.max_prompt_tokens={max_prompt_tokens}: its first "
+               f"{length - max_prompt_tokens} tokens (the oldest history, or the start of a long observation) "
+               "are not shown to the policy; raise policy.max_prompt_tokens or lower policy.history_window "
+               "(said once per run)")
+    logging.getLogger(__name__).warning(message)
+    warnings.warn(message, PromptCutWarning, stacklevel=3)
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

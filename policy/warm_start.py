@@ -45,12 +45,14 @@ def behaviour_clone(
     stop_at_success: float | None = None,
     seed: int = 0,
     progress: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit ``policy`` (an LMPolicy) to the expert's turns with AdamW on minibatches drawn with ``seed``.
 
     ``evaluate(policy) -> success_rate`` runs every ``eval_every`` steps and after the last step (the
     policy in eval mode); training stops at the first evaluation reaching ``stop_at_success``.
-    The policy's train/eval mode is restored at the end.
+    The policy's train/eval mode is restored at the end. ``log`` (e.g. a run's logger) gets a line at
+    the start and at every evaluation, so progress shows without a progress bar.
     Returns ``{"losses": per-step losses, "eval_steps", "success_rates", "steps", "stopped_early"}``.
     """
     if lr <= 0 or batch_size < 1 or max_steps < 0 or eval_every < 1:
@@ -65,6 +67,8 @@ def behaviour_clone(
     optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
     history: dict[str, Any] = {"losses": [], "eval_steps": [], "success_rates": [], "steps": 0, "stopped_early": False}
     was_training = policy.model.training
+    if log is not None:
+        log(f"behaviour cloning: {len(data)} demonstrated turns, at most {max_steps} steps")
     bar = tqdm(range(1, max_steps + 1), desc="behaviour cloning", disable=not progress)
     for step in bar:
         policy.train()
@@ -82,6 +86,8 @@ def behaviour_clone(
             history["eval_steps"].append(step)
             history["success_rates"].append(success)
             bar.set_postfix(loss=f"{loss.item():.3f}", success=f"{success:.2f}")
+            if log is not None:
+                log(f"behaviour cloning: step {step}/{max_steps}, loss {loss.item():.3f}, evaluated {success:.2f}")
             if stop_at_success is not None and success >= stop_at_success:
                 history["stopped_early"] = step < max_steps
                 break

@@ -1,24 +1,81 @@
+import importlib.util
+import random
+
 import pytest
 
 from envs.agent import AgentView, ExpertAgent
 from envs.base import Env, RealEnv, ScriptedEnv, SnapshotEnv, StepResult, TaskEnv
-from envs.registry import ENVIRONMENTS, action_is_valid, action_validator, env_options, make
+from envs.registry import (
+    ENVIRONMENTS,
+    action_is_valid,
+    action_validator,
+    capabilities,
+    env_names,
+    env_options,
+    make,
+    unavailable,
+)
+
+
+def built(name):
+    """``make(name)``, or a skip naming the install command where its optional package is absent."""
+    if unavailable(name) is not None:
+        pytest.skip(unavailable(name))
+    return make(name)
+
+
+@pytest.mark.parametrize("name", env_names())
+def test_every_env_is_made_by_name_and_keeps_its_declared_capabilities(name):
+    env = built(name)
+    declared = capabilities(name)
+    assert isinstance(env, Env) and env.name == name
+    assert isinstance(env, SnapshotEnv) == declared.snapshots
+    assert ("max_turns" in env_options(name)) == declared.max_turns_option
+    observation = env.reset(seed=3)
+    assert isinstance(observation, str) and observation
+    key = env.task_key() if isinstance(env, TaskEnv) else None
+    if not declared.task_key:
+        assert key is None
+    if declared.random_action:
+        assert isinstance(env.random_action(random.Random(0)), str)
+    if declared.expert:
+        action = ExpertAgent().act([AgentView(env=env, turns=[], observation=observation)])[0]
+        result = env.step(action)
+        assert isinstance(result, StepResult) and result.info["valid"] is True
 
 
 @pytest.mark.parametrize("name", sorted(ENVIRONMENTS))
-def test_every_env_is_made_by_name_and_follows_the_protocol(name):
-    env = make(name)
-    assert isinstance(env, RealEnv)  # the core and every extra: scripted, snapshots, task keys
-    assert env.name == name
-    observation = env.reset(seed=3)
-    assert isinstance(observation, str) and observation
-    action = ExpertAgent().act([AgentView(env=env, turns=[], observation=observation)])[0]
-    result = env.step(action)
-    assert isinstance(result, StepResult) and result.info["valid"] is True
+def test_the_hand_written_envs_offer_every_extra(name):
+    assert isinstance(make(name), RealEnv)
+    declared = capabilities(name)
+    assert declared.expert and declared.snapshots and declared.max_turns_option and declared.extra is None
+
+
+@pytest.mark.parametrize("name", env_names())
+def test_a_declared_task_key_names_tasks(name):
+    env = built(name)
+    if not capabilities(name).task_key:
+        pytest.skip(f"{name} declares no task keys")
+    kwargs = {"hidden_number": {}, "frozen_lake": {"size": 4}}.get(name, {})  # frozen_lake's default map is fixed
+    env = make(name, **kwargs) if kwargs else env
+    keys = set()
+    for seed in range(5):
+        env.reset(seed)
+        keys.add(env.task_key())
+    assert None not in keys and len(keys) > 1
+
+
+def test_a_missing_optional_package_gives_the_install_command(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "textarena" else real_find_spec(name, *a))
+    assert "pip install -e '.[textarena]'" in unavailable("textarena")
+    with pytest.raises(ImportError, match=r"env=textarena.*pip install -e '\.\[textarena\]'"):
+        make("textarena")
+    assert unavailable("gym_text") is None and unavailable("sokoban") is None
 
 
 def test_unknown_name_lists_the_valid_names():
-    with pytest.raises(ValueError, match="hidden_nmber.*frozen_lake, hidden_number, minishop, sokoban"):
+    with pytest.raises(ValueError, match="hidden_nmber.*frozen_lake, gym_text, hidden_number, minishop, sokoban, textarena"):
         make("hidden_nmber")
 
 

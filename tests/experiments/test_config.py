@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from experiments.config import register_configs, validate
+from experiments.config import TrainerConfig, WarmStartConfig, register_configs, validate
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
 register_configs()
@@ -151,3 +151,10 @@ def test_every_section_field_reaches_the_model_config():
         decoder={"model_size": 18, "num_layers": 3, "num_heads": 3, "latent_slots": 5})
     assert LatentCriticConfig.from_section(tokenizer, run.critic.latent) == LatentCriticConfig.for_tokenizer(
         tokenizer, latent_size=10, head_hidden_size=0, embed_size=6, feature_size=7, conv_layers=3)
+
+
+def test_warm_start_takes_transcripts_or_random_actions_not_both():
+    with pytest.raises(ValueError, match="transcripts or random_actions"):
+        WarmStartConfig(transcripts="a.jsonl", random_actions=True)
+    with pytest.raises(ValueError, match="trainer.env_step_timeout_s"):
+        TrainerConfig(env_step_timeout_s=0)
