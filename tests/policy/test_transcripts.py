@@ -25,6 +25,7 @@ def transcripts(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_a_policy_cloned_from_transcripts_beats_an_uncloned_one_on_held_out_tasks(transcripts):
     demonstrations = transcript_trajectories(transcripts, "echo")
     assert len(demonstrations) == 100 and all(t.env_name == "echo" for t in demonstrations)
