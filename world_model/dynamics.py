@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from world_model.batched_members import member_logits_at, member_outcome
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.decoder import DecoderConfig, ObservationDecoder
 from world_model.sampling import inverse_cdf_sample
@@ -68,10 +69,22 @@ class EnsembleDynamics(nn.Module):
         """Every member's next-token logits: ``(B, D)``, ``(B, A)``, ``(B, S)`` -> ``(K, B, S, V)``."""
         return torch.stack([decoder(latent, query_ids, query_mask, text_ids) for decoder in self.decoders])
 
+    def logits_at(
+        self,
+        latent: torch.Tensor,
+        query_ids: torch.Tensor,
+        query_mask: torch.Tensor,
+        text_ids: torch.Tensor,
+        scored: torch.Tensor,
+    ) -> torch.Tensor:
+        """``logits(...)[:, scored]`` for a ``(B, S)`` bool ``scored``, all members batched and only
+        the scored positions projected onto the vocabulary: ``(K, P, V)`` (``batched_members``)."""
+        return member_logits_at(self.decoders, latent, query_ids, query_mask, text_ids, scored)
+
     def outcome(self, next_latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each member's reward and done logit from the latent after the turn: ``(B, D)`` -> ``(K, B)``."""
-        rewards, dones = zip(*(head(next_latent) for head in self.heads), strict=True)
-        return torch.stack(rewards), torch.stack(dones)  # (K, B), (K, B)
+        """Each member's reward and done logit from the latent after the turn: ``(B, D)`` -> ``(K, B)``,
+        all members in one batched computation (``batched_members``)."""
+        return member_outcome(self.heads, next_latent)  # (K, B), (K, B)
 
     @torch.no_grad()
     def generate(

@@ -36,3 +36,19 @@ def done_bce(logits: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
     """``(K, R)`` done logits, ``(R,)`` 0/1 targets -> ``(K,)`` mean binary cross-entropy."""
     targets = repeat(dones.float(), "r -> k r", k=logits.shape[0])  # (K, R)
     return F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="none").mean(dim=1)  # (K,)
+
+
+def scored_token_nll(logits: torch.Tensor, targets: torch.Tensor, parts: torch.Tensor, count: int) -> torch.Tensor:
+    """``token_nll`` from logits taken at the scored positions only, for several parts at once.
+
+    ``logits`` (K, P, V) at the P scored positions, ``targets`` (P,) ids, ``parts`` (P,) which of
+    ``count`` parts each position belongs to -> (K, count): each part's mean NLL per scored token,
+    the same value ``token_nll`` gives on that part's padded rows (0 for a part with no token).
+    """
+    members, positions = logits.shape[:2]
+    nll = F.cross_entropy(
+        rearrange(logits.float(), "k p v -> (k p) v"), repeat(targets, "p -> (k p)", k=members), reduction="none"
+    ).view(members, positions)  # (K, P)
+    totals = nll.new_zeros(members, count).index_add_(1, parts, nll)  # (K, count)
+    tokens = torch.bincount(parts, minlength=count).to(nll.dtype).clamp(min=1.0)  # (count,)
+    return totals / tokens  # (K, count)

@@ -35,7 +35,7 @@ from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
 from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
-from world_model.losses import done_bce, regression_mse, token_nll
+from world_model.losses import done_bce, regression_mse, scored_token_nll
 from world_model.state import Predictions, WorldState
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_rows
 from world_model.uncertainty import member_std, mutual_information
@@ -325,16 +325,17 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         look_ids[:, 0] = self.tokenizer.look_id  # (R', A)
         look_mask = (look_ids != self.tokenizer.pad_id).long()  # (R', A)
         texts = torch.cat([batch.text_ids[:, 1:][outcome], batch.text_ids[current]])  # (R + R', S)
-        text_mask = torch.cat([batch.text_mask[:, 1:][outcome], batch.text_mask[current]])  # (R + R', S)
-        logits = self.dynamics.logits(
+        scored = torch.cat([batch.text_mask[:, 1:][outcome], batch.text_mask[current]])[:, 1:].bool()  # (R + R', S - 1)
+        logits = self.dynamics.logits_at(
             torch.cat([before, now]),
             torch.cat([batch.query_ids[outcome], look_ids]),
             torch.cat([batch.query_mask[outcome], look_mask]),
             texts[:, :-1],
-        )  # (K, R + R', S - 1, V)
-        rows = before.shape[0]
-        next_nll = token_nll(logits[:, :rows], texts[:rows, 1:], text_mask[:rows, 1:])  # (K,)
-        now_nll = token_nll(logits[:, rows:], texts[rows:, 1:], text_mask[rows:, 1:])  # (K,)
+            scored,
+        )  # (K, P, V) at the P scored positions, row by row
+        is_now = (torch.arange(texts.shape[0], device=self.device) >= before.shape[0])[:, None]  # (R + R', 1)
+        nll = scored_token_nll(logits, texts[:, 1:][scored], is_now.expand_as(scored)[scored].long(), 2)  # (K, 2)
+        next_nll, now_nll = nll[:, 0], nll[:, 1]  # (K,), (K,)
         rewards, done_logits = self.dynamics.outcome(after)  # (K, R), (K, R)
         reward_mse = regression_mse(rewards, batch.rewards[outcome])  # (K,)
         bce = done_bce(done_logits, batch.dones[outcome])  # (K,)

@@ -1,0 +1,100 @@
+"""The batched fit (members stacked, logits only where scored) against the per-member loss it replaced.
+
+``reference_loss`` is the loss as it was computed before the members were batched: every member's
+decoder called on its own over the padded rows, logits at every position, each member's reward and
+done heads called on their own. Losses and gradients must agree up to float rounding.
+"""
+
+import pytest
+import torch
+
+from tests.world_model.conftest import tiny_model
+from world_model import build_training_batch
+from world_model.losses import done_bce, regression_mse, token_nll
+
+PARTS = ("loss", "observation_nll", "reconstruction_nll", "reward_mse", "done_bce")
+
+
+def reference_loss(model, batch) -> dict[str, torch.Tensor]:
+    """The per-member teacher-forced loss (see the module docstring)."""
+    latents = model.encoder.states(
+        batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
+    )  # (B, N + 1, D)
+    outcome, current = batch.outcome_mask, batch.latent_mask
+    before, after, now = latents[:, :-1][outcome], latents[:, 1:][outcome], latents[current]
+    tk = model.tokenizer
+    look_ids = torch.full((now.shape[0], batch.query_ids.shape[-1]), tk.pad_id)
+    look_ids[:, 0] = tk.look_id
+    look_mask = (look_ids != tk.pad_id).long()
+    texts = torch.cat([batch.text_ids[:, 1:][outcome], batch.text_ids[current]])
+    text_mask = torch.cat([batch.text_mask[:, 1:][outcome], batch.text_mask[current]])
+    latent = torch.cat([before, now])
+    query_ids = torch.cat([batch.query_ids[outcome], look_ids])
+    query_mask = torch.cat([batch.query_mask[outcome], look_mask])
+    logits = torch.stack(
+        [decoder(latent, query_ids, query_mask, texts[:, :-1]) for decoder in model.dynamics.decoders]
+    )  # (K, R + R', S - 1, V)
+    rows = before.shape[0]
+    next_nll = token_nll(logits[:, :rows], texts[:rows, 1:], text_mask[:rows, 1:])
+    now_nll = token_nll(logits[:, rows:], texts[rows:, 1:], text_mask[rows:, 1:])
+    outs = [head(after) for head in model.dynamics.heads]
+    rewards = torch.stack([r for r, _ in outs])
+    done_logits = torch.stack([d for _, d in outs])
+    parts = {
+        "observation_nll": next_nll.sum(),
+        "reconstruction_nll": now_nll.sum(),
+        "reward_mse": regression_mse(rewards, batch.rewards[outcome]).sum(),
+        "done_bce": done_bce(done_logits, batch.dones[outcome]).sum(),
+    }
+    c = model.config
+    parts["loss"] = (
+        parts["observation_nll"]
+        + c.reconstruction_weight * parts["reconstruction_nll"]
+        + c.reward_weight * parts["reward_mse"]
+        + c.done_weight * parts["done_bce"]
+    )
+    return parts
+
+
+def perturbed(model, seed: int):
+    """Weights moved off their initialisation (zero biases and unit norms would hide a swapped map)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return model
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_batched_loss_and_gradients_equal_the_per_member_loss(hn_tokenizer, hn_trajectories, layers):
+    model = perturbed(tiny_model(hn_tokenizer, seed=3, decoder={"model_size": 16, "num_layers": layers,
+                                                                "num_heads": 2, "latent_slots": 4}), seed=4)
+    batch = build_training_batch(hn_trajectories, hn_tokenizer)
+    new = model.loss(batch)
+    new_grads = torch.autograd.grad(new["loss"], list(model.parameters()), allow_unused=True)
+    old = reference_loss(model, batch)
+    old_grads = torch.autograd.grad(old["loss"], list(model.parameters()), allow_unused=True)
+    for part in PARTS:
+        assert torch.allclose(new[part], old[part], rtol=1e-5, atol=1e-6), (part, new[part], old[part])
+    for (name, _), a, b in zip(model.named_parameters(), new_grads, old_grads, strict=True):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), (name, float((a - b).abs().max()))
+
+
+def test_one_member_is_trained_by_its_own_loss_only(hn_tokenizer, hn_trajectories):
+    """A member's parameters get gradients from its own terms only: the batched members do not mix."""
+    model = perturbed(tiny_model(hn_tokenizer, seed=5), seed=6)
+    batch = build_training_batch(hn_trajectories[:5], hn_tokenizer)
+    latents = model.encoder.states(
+        batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
+    ).detach()
+    before = latents[:, :-1][batch.outcome_mask]
+    query_ids, query_mask = batch.query_ids[batch.outcome_mask], batch.query_mask[batch.outcome_mask]
+    texts = batch.text_ids[:, 1:][batch.outcome_mask]
+    scored = batch.text_mask[:, 1:][batch.outcome_mask][:, 1:].bool()
+    logits = model.dynamics.logits_at(before, query_ids, query_mask, texts[:, :-1], scored)  # (K, P, V)
+    logits[1].sum().backward()
+    for k, decoder in enumerate(model.dynamics.decoders):
+        touched = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in decoder.parameters())
+        assert touched == (k == 1), k

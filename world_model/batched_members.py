@@ -1,0 +1,131 @@
+"""The ensemble's members as one batched computation for training: stacked weights, a member axis K.
+
+``EnsembleDynamics.logits`` calls each member's ``ObservationDecoder`` in turn: K module calls,
+each over the full padded ``(B, S)`` text, then logits at every position, padding included. For
+training this module instead
+
+- stacks the K members' weights along a leading member axis on every call (``torch.stack`` is
+  differentiable, so the gradients land in each member's own parameters: the modules, their
+  state-dict names and saved models stay as they are), and runs every member in one batched matmul
+  per map (``cached_decoding.member_linear``);
+- runs causal self-attention through ``scaled_dot_product_attention`` with ``is_causal``;
+- projects onto the vocabulary only at the positions a loss scores (the ``(K, R, S, V)`` logits of
+  all positions were the largest tensor of a fit step and mostly padding).
+
+The math is ``ObservationDecoder.forward``'s (``norm_first`` ReLU layers without dropout, as
+``cached_decoding`` writes them out); the results equal it up to float rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange, repeat
+
+from world_model.cached_decoding import MemberLayer, check_supported, member_linear, normalised, stack_linear
+from world_model.decoder import ObservationDecoder
+
+
+def member_memory(
+    decoders: Sequence[ObservationDecoder], latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every member's ``ObservationDecoder.memory``: ``(K, B, M + A, d)`` vectors and the ``(B, M + A)``
+    bool padding mask (the same for every member)."""
+    config = decoders[0].config
+    if query_ids.shape[1] > config.max_query_tokens:
+        raise ValueError(
+            f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens ({config.max_query_tokens})"
+        )
+    members, rows = len(decoders), latent.shape[0]
+    to_slots = stack_linear([d.to_slots.weight for d in decoders], [d.to_slots.bias for d in decoders])
+    slots = member_linear(repeat(latent, "b d -> k b d", k=members), to_slots)  # (K, B, M d)
+    slots = rearrange(slots, "k b (m d) -> k b m d", m=config.latent_slots)  # (K, B, M, d)
+    slots = slots + torch.stack([d.slot_positions for d in decoders])[:, None]  # (K, B, M, d)
+    tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
+    width = query_ids.shape[1]
+    query_positions = torch.stack([d.query_positions.weight[:width] for d in decoders])  # (K, A, d)
+    query = tokens[:, query_ids] + query_positions[:, None]  # (K, B, A, d)
+    memory = torch.cat([slots, query], dim=2)  # (K, B, M + A, d)
+    blocked = torch.cat(
+        [torch.zeros(rows, config.latent_slots, dtype=torch.bool, device=latent.device), query_mask == 0], dim=1
+    )  # (B, M + A)
+    return memory, blocked
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, **kw) -> torch.Tensor:
+    """``(K, B, S, d)`` queries against ``(K, B, T, d)`` keys and values, per head -> ``(K, B, S, d)``."""
+    members = q.shape[0]
+    split = "k b s (h e) -> (k b) h s e"
+    out = F.scaled_dot_product_attention(*(rearrange(x, split, h=heads) for x in (q, k, v)), **kw)
+    return rearrange(out, "(k b) h s e -> k b s (h e)", k=members)  # (K, B, S, d)
+
+
+def _linear(x: torch.Tensor, linear) -> torch.Tensor:
+    """``member_linear`` on ``(K, B, S, in)`` -> ``(K, B, S, out)``."""
+    k, b, s, _ = x.shape
+    return member_linear(x.reshape(k, b * s, -1), linear).reshape(k, b, s, -1)
+
+
+def member_hidden(
+    decoders: Sequence[ObservationDecoder],
+    latent: torch.Tensor,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    text_ids: torch.Tensor,
+) -> torch.Tensor:
+    """Every member's final hidden states, after the last layer norm: ``(K, B, S, d)``.
+
+    Its affine part is left to the caller (``member_logits_at`` folds it into the output map).
+    """
+    config = decoders[0].config
+    for decoder in decoders:
+        check_supported(decoder)
+    width, heads = text_ids.shape[1], config.num_heads
+    if width > config.max_text_tokens:
+        raise ValueError(f"text rows of {width} tokens exceed max_text_tokens ({config.max_text_tokens})")
+    memory, blocked = member_memory(decoders, latent, query_ids, query_mask)  # (K, B, T, d), (B, T)
+    members, rows = memory.shape[:2]
+    # -inf on padded memory slots, one row per (member, row); broadcast over heads and positions.
+    additive = torch.zeros(blocked.shape, dtype=memory.dtype, device=memory.device).masked_fill(blocked, float("-inf"))
+    memory_mask = repeat(additive, "b t -> (k b) 1 1 t", k=members)  # (K B, 1, 1, T)
+    tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
+    positions = torch.stack([d.text_positions.weight[:width] for d in decoders])  # (K, S, d)
+    x = tokens[:, text_ids] + positions[:, None]  # (K, B, S, d)
+    for i in range(config.num_layers):
+        layer = MemberLayer.of([d.blocks.layers[i] for d in decoders])
+        q, k, v = _linear(normalised(x, layer.eps[0]), layer.self_in).chunk(3, dim=-1)  # (K, B, S, d) each
+        x = x + _linear(_attend(q, k, v, heads, is_causal=True), layer.self_out)
+        q = _linear(normalised(x, layer.eps[1]), layer.cross_query)  # (K, B, S, d)
+        k, v = _linear(memory, layer.cross_memory).chunk(2, dim=-1)  # (K, B, T, d) each
+        x = x + _linear(_attend(q, k, v, heads, attn_mask=memory_mask), layer.cross_out)
+        x = x + _linear(F.relu(_linear(normalised(x, layer.eps[2]), layer.feed_in)), layer.feed_out)
+    return normalised(x, decoders[0].norm.eps)  # (K, B, S, d)
+
+
+def member_logits_at(
+    decoders: Sequence[ObservationDecoder],
+    latent: torch.Tensor,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    text_ids: torch.Tensor,
+    scored: torch.Tensor,
+) -> torch.Tensor:
+    """Every member's next-token logits at the ``P`` positions where ``scored`` (``(B, S)`` bool) is
+    True, in row-major order: ``(K, P, V)``; the same values as ``EnsembleDynamics.logits(...)[:, scored]``."""
+    hidden = member_hidden(decoders, latent, query_ids, query_mask, text_ids)  # (K, B, S, d)
+    out = stack_linear([d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders])
+    return member_linear(hidden[:, scored], out)  # (K, P, V)
+
+
+def member_outcome(heads: Sequence[torch.nn.Module], latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every member's ``OutcomeHeads`` at once: ``(B, D)`` latent -> ``(K, B)`` rewards, ``(K, B)`` done logits."""
+    trunk = stack_linear([h.trunk[0].weight for h in heads], [h.trunk[0].bias for h in heads])  # (K, D, H)
+    both = stack_linear(
+        [torch.cat([h.reward.weight, h.done.weight]) for h in heads],
+        [torch.cat([h.reward.bias, h.done.bias]) for h in heads],
+    )  # (K, H, 2): the reward and done maps side by side
+    hidden = F.gelu(member_linear(repeat(latent, "b d -> k b d", k=len(heads)), trunk))  # (K, B, H)
+    out = member_linear(hidden, both)  # (K, B, 2)
+    return out[..., 0], out[..., 1]  # (K, B), (K, B)
