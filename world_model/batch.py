@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from envs.trajectory import Trajectory
-from world_model.turn_tokens import TurnTokenizer, pad_nested, pad_rows
+from world_model.turn_tokens import TurnTokenizer
 
 
 @dataclass(frozen=True)
@@ -67,46 +67,6 @@ def build_training_batch(trajectories: Sequence[Trajectory], tokenizer: TurnToke
     kept = [t for t in trajectories if t.turns]
     if not any(t.num_turns > t.branch_turn for t in kept):
         raise ValueError("no trajectory has a played turn to learn from")
-    tk = tokenizer
-    first = tk.observation_words([t.turns[0].observation for t in kept])
-    seen = [
-        [words, *tk.observation_words([turn.next_observation for turn in t.turns])]
-        for words, t in zip(first, kept, strict=True)
-    ]
-    actions = [tk.action_words([turn.action for turn in t.turns]) for t in kept]
-    observation_ids, observation_mask = pad_rows([tk.observation_row(w) for w in first], tk.pad_id)
-    turn_ids, turn_mask = pad_nested(
-        [
-            [tk.turn_row(r, a) for r, a in zip(obs[1:], acts, strict=True)]
-            for obs, acts in zip(seen, actions, strict=True)
-        ],
-        tk.pad_id,
-    )
-    query_ids, query_mask = pad_nested([[tk.query_row(a) for a in acts] for acts in actions], tk.pad_id)
-    text_ids, text_mask = pad_nested([[tk.text_row(w) for w in obs] for obs in seen], tk.pad_id)
-    n_turns = turn_ids.shape[1]
-    rewards = torch.zeros(len(kept), n_turns)  # (B, N)
-    dones = torch.zeros(len(kept), n_turns)  # (B, N)
-    for b, t in enumerate(kept):
-        rewards[b, : t.num_turns] = torch.tensor([turn.reward for turn in t.turns], dtype=torch.float)
-        dones[b, : t.num_turns] = torch.tensor([float(turn.done) for turn in t.turns])
-    count = torch.tensor([t.num_turns for t in kept])  # (B,)
-    start = torch.tensor([t.branch_turn for t in kept])  # (B,)
-    k = torch.arange(n_turns + 1)  # (N + 1,)
-    latent_mask = (k[None] >= start[:, None]) & (k[None] <= count[:, None])  # (B, N + 1)
-    outcome_mask = (k[None, :-1] >= start[:, None]) & (k[None, :-1] < count[:, None])  # (B, N)
-    return WorldModelBatch(
-        observation_ids=observation_ids,
-        observation_mask=observation_mask,
-        turn_ids=turn_ids,
-        turn_mask=turn_mask,
-        turn_count=count,
-        query_ids=query_ids,
-        query_mask=query_mask,
-        text_ids=text_ids,
-        text_mask=text_mask,
-        rewards=rewards,
-        dones=dones,
-        outcome_mask=outcome_mask,
-        latent_mask=latent_mask,
-    )
+    from world_model.trajectory_rows import collate_rows, trajectory_rows  # it imports this module
+
+    return collate_rows(trajectory_rows(kept, tokenizer), tokenizer.pad_id)

@@ -62,10 +62,31 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, **kw)
     return rearrange(out, "(k b) h s e -> k b s (h e)", k=members)  # (K, B, S, d)
 
 
-def _linear(x: torch.Tensor, linear) -> torch.Tensor:
-    """``member_linear`` on ``(K, B, S, in)`` -> ``(K, B, S, out)``."""
-    k, b, s, _ = x.shape
-    return member_linear(x.reshape(k, b * s, -1), linear).reshape(k, b, s, -1)
+class Packing:
+    """The scored positions of ``(B, S)`` right-padded rows as one packed axis of P positions.
+
+    Position-wise maps (projections, feed-forward, norms) run on the packed ``(K, P, c)`` tensors
+    only; attention needs its rows, so ``unpack`` scatters into ``(K, B, S, c)`` with zeros at the
+    other positions. Dropping the unscored positions changes no scored value: they are all after a
+    row's scored ones (right padding, and the last real token predicts nothing), and causal
+    attention never lets a position read a later one.
+    """
+
+    def __init__(self, scored: torch.Tensor) -> None:
+        self.rows, self.width = scored.shape
+        self.full = bool(scored.all())  # no padding: packing is a reshape
+        self.index = scored.reshape(-1).nonzero().squeeze(1)  # (P,) places on the (B S) axis
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """``(K, B, S, c)`` -> ``(K, P, c)``."""
+        flat = x.reshape(x.shape[0], self.rows * self.width, x.shape[-1])  # (K, B S, c)
+        return flat if self.full else flat.index_select(1, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """``(K, P, c)`` -> ``(K, B, S, c)``, zeros at the unscored positions."""
+        if not self.full:
+            x = x.new_zeros(x.shape[0], self.rows * self.width, x.shape[-1]).index_copy(1, self.index, x)
+        return x.reshape(x.shape[0], self.rows, self.width, x.shape[-1])
 
 
 def member_hidden(
@@ -74,10 +95,13 @@ def member_hidden(
     query_ids: torch.Tensor,
     query_mask: torch.Tensor,
     text_ids: torch.Tensor,
+    scored: torch.Tensor,
 ) -> torch.Tensor:
-    """Every member's final hidden states, after the last layer norm: ``(K, B, S, d)``.
+    """Every member's final hidden states at the ``P`` positions where the ``(B, S)`` bool ``scored``
+    is True (row-major), after the last layer norm: ``(K, P, d)``.
 
-    Its affine part is left to the caller (``member_logits_at`` folds it into the output map).
+    ``scored`` must be True on a prefix of each row (right padding). The final norm's affine part is
+    left to the caller (``member_logits_at`` folds it into the output map).
     """
     config = decoders[0].config
     for decoder in decoders:
@@ -85,23 +109,28 @@ def member_hidden(
     width, heads = text_ids.shape[1], config.num_heads
     if width > config.max_text_tokens:
         raise ValueError(f"text rows of {width} tokens exceed max_text_tokens ({config.max_text_tokens})")
+    if scored.shape != text_ids.shape or bool((scored[:, 1:] & ~scored[:, :-1]).any()):
+        raise ValueError("scored must be a (B, S) mask that is True on a prefix of each row")
     memory, blocked = member_memory(decoders, latent, query_ids, query_mask)  # (K, B, T, d), (B, T)
-    members, rows = memory.shape[:2]
+    members = memory.shape[0]
     # -inf on padded memory slots, one row per (member, row); broadcast over heads and positions.
     additive = torch.zeros(blocked.shape, dtype=memory.dtype, device=memory.device).masked_fill(blocked, float("-inf"))
     memory_mask = repeat(additive, "b t -> (k b) 1 1 t", k=members)  # (K B, 1, 1, T)
+    packing = Packing(scored)
     tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
     positions = torch.stack([d.text_positions.weight[:width] for d in decoders])  # (K, S, d)
-    x = tokens[:, text_ids] + positions[:, None]  # (K, B, S, d)
+    x = packing.pack(tokens[:, text_ids] + positions[:, None])  # (K, P, d)
     for i in range(config.num_layers):
         layer = MemberLayer.of([d.blocks.layers[i] for d in decoders])
-        q, k, v = _linear(normalised(x, layer.eps[0]), layer.self_in).chunk(3, dim=-1)  # (K, B, S, d) each
-        x = x + _linear(_attend(q, k, v, heads, is_causal=True), layer.self_out)
-        q = _linear(normalised(x, layer.eps[1]), layer.cross_query)  # (K, B, S, d)
-        k, v = _linear(memory, layer.cross_memory).chunk(2, dim=-1)  # (K, B, T, d) each
-        x = x + _linear(_attend(q, k, v, heads, attn_mask=memory_mask), layer.cross_out)
-        x = x + _linear(F.relu(_linear(normalised(x, layer.eps[2]), layer.feed_in)), layer.feed_out)
-    return normalised(x, decoders[0].norm.eps)  # (K, B, S, d)
+        qkv = packing.unpack(member_linear(normalised(x, layer.eps[0]), layer.self_in))  # (K, B, S, 3d)
+        attended = _attend(*qkv.chunk(3, dim=-1), heads, is_causal=True)  # (K, B, S, d)
+        x = x + member_linear(packing.pack(attended), layer.self_out)  # (K, P, d)
+        q = packing.unpack(member_linear(normalised(x, layer.eps[1]), layer.cross_query))  # (K, B, S, d)
+        k, v = member_linear(memory.flatten(1, 2), layer.cross_memory).view(*memory.shape[:3], -1).chunk(2, dim=-1)
+        attended = _attend(q, k, v, heads, attn_mask=memory_mask)  # (K, B, S, d)
+        x = x + member_linear(packing.pack(attended), layer.cross_out)  # (K, P, d)
+        x = x + member_linear(F.relu(member_linear(normalised(x, layer.eps[2]), layer.feed_in)), layer.feed_out)
+    return normalised(x, decoders[0].norm.eps)  # (K, P, d)
 
 
 def member_logits_at(
@@ -112,11 +141,12 @@ def member_logits_at(
     text_ids: torch.Tensor,
     scored: torch.Tensor,
 ) -> torch.Tensor:
-    """Every member's next-token logits at the ``P`` positions where ``scored`` (``(B, S)`` bool) is
-    True, in row-major order: ``(K, P, V)``; the same values as ``EnsembleDynamics.logits(...)[:, scored]``."""
-    hidden = member_hidden(decoders, latent, query_ids, query_mask, text_ids)  # (K, B, S, d)
+    """Every member's next-token logits at the ``P`` positions where ``scored`` (``(B, S)`` bool, True
+    on a prefix of each row) is True, in row-major order: ``(K, P, V)``; the same values as
+    ``EnsembleDynamics.logits(...)[:, scored]`` up to float rounding."""
+    hidden = member_hidden(decoders, latent, query_ids, query_mask, text_ids, scored)  # (K, P, d)
     out = stack_linear([d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders])
-    return member_linear(hidden[:, scored], out)  # (K, P, V)
+    return member_linear(hidden, out)  # (K, P, V)
 
 
 def member_outcome(heads: Sequence[torch.nn.Module], latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,9 +1,10 @@
 """Recorded trajectories as world-model batches: a seeded ``DataLoader`` and a held-out loss.
 
-A dataset item is one trajectory (``WorldModelBatch`` has one row per trajectory); the collate
-calls ``build_training_batch``. Only real trajectories with at least one played turn
-(``num_turns > branch_turn``) carry a training signal, so ``trainable`` keeps those and the loader
-never builds a batch that ``build_training_batch`` would refuse. Shuffling draws from the loader's
+A dataset item is one trajectory's token rows (``WorldModelBatch`` has one row per trajectory),
+tokenised once when the loader is built (``trajectory_rows``); the collate only pads them, into
+the batch ``build_training_batch`` gives for the same trajectories. Only real trajectories with at
+least one played turn (``num_turns > branch_turn``) carry a training signal, so ``trainable``
+keeps those and the loader never builds a batch that ``build_training_batch`` would refuse. Shuffling draws from the loader's
 own ``torch.Generator`` seeded with ``seed``: same seed, same batches, and the global RNG is not
 touched (not even by an unshuffled loader, which would otherwise draw its iterator's base seed from it).
 """
@@ -15,10 +16,10 @@ from collections.abc import Sequence
 from functools import partial
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from envs.trajectory import Trajectory
-from world_model.batch import build_training_batch
+from world_model.trajectory_rows import TrajectoryRows, collate_rows, trajectory_rows
 from world_model.model import WorldModel
 from world_model.turn_tokens import TurnTokenizer
 
@@ -35,8 +36,17 @@ def trainable(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
     return [t for t in trajectories if is_trainable(t)]
 
 
-def _collate(items: list[Trajectory], tokenizer: TurnTokenizer):
-    return build_training_batch(items, tokenizer)
+class RowsDataset(Dataset):
+    """Trainable trajectories as their token rows, tokenised once when the dataset is built."""
+
+    def __init__(self, trajectories: Sequence[Trajectory], tokenizer: TurnTokenizer) -> None:
+        self.rows = trajectory_rows(trainable(trajectories), tokenizer)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> TrajectoryRows:
+        return self.rows[index]
 
 
 def trajectory_loader(
@@ -60,11 +70,11 @@ def trajectory_loader(
     # Always a generator: without one, every iterator draws its base seed from the global RNG.
     generator = torch.Generator().manual_seed(seed)
     return DataLoader(
-        items,  # a list is a map-style dataset
+        RowsDataset(items, tokenizer),
         batch_size=batch_size,
         shuffle=shuffle,
         generator=generator,
-        collate_fn=partial(_collate, tokenizer=tokenizer),
+        collate_fn=partial(collate_rows, pad_id=tokenizer.pad_id),
         drop_last=drop_last and len(items) > batch_size,
         num_workers=0,
     )

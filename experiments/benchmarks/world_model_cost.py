@@ -114,7 +114,7 @@ def timed_run(overrides: Sequence[str], run_dir: Path) -> tuple[float, float]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m experiments.benchmarks.world_model_cost", description=__doc__.split("\n\n")[0])
-    p.add_argument("--envs", nargs="+", default=list(COST_ENVS), choices=sorted(ENVS))
+    p.add_argument("--envs", nargs="*", default=list(COST_ENVS), choices=sorted(ENVS))
     p.add_argument("--steps", type=int, default=5, help="timed optimiser steps per env")
     p.add_argument("--batch-size", type=int, default=32, help="trajectories per fit batch (the loop's default)")
     p.add_argument("--transitions", type=int, default=600, help="real transitions in each env's pool")
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"{imagine_s / args.imagine_rows:>21.4f}", flush=True)
     if args.runs:
         with tempfile.TemporaryDirectory() as tmp:
-            free, _ = timed_run([*TINY_RUN, "imagination=none"], Path(tmp) / "free")
+            free, _ = timed_run([*TINY_RUN, "imagination=model_free"], Path(tmp) / "free")
             dyna, first = timed_run([*TINY_RUN, "imagination=dyna"], Path(tmp) / "dyna")
         print(f"tiny run (learning_check, 3 x 2 groups x 4): model-free {free:.1f} s, dyna {dyna:.1f} s, "
               f"ratio {dyna / free:.1f}x; dyna first imagined {first:.1f} s into RL", flush=True)

@@ -98,3 +98,41 @@ def test_one_member_is_trained_by_its_own_loss_only(hn_tokenizer, hn_trajectorie
     for k, decoder in enumerate(model.dynamics.decoders):
         touched = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in decoder.parameters())
         assert touched == (k == 1), k
+
+
+def reference_batch(trajectories, tk):
+    """The batch as ``build_training_batch`` built it before rows were cached per trajectory."""
+    from world_model.turn_tokens import pad_nested, pad_rows
+
+    kept = [t for t in trajectories if t.turns]
+    first = tk.observation_words([t.turns[0].observation for t in kept])
+    seen = [[w, *tk.observation_words([u.next_observation for u in t.turns])] for w, t in zip(first, kept)]
+    actions = [tk.action_words([u.action for u in t.turns]) for t in kept]
+    obs = pad_rows([tk.observation_row(w) for w in first], tk.pad_id)
+    turns = pad_nested([[tk.turn_row(r, a) for r, a in zip(o[1:], acts)] for o, acts in zip(seen, actions)], tk.pad_id)
+    queries = pad_nested([[tk.query_row(a) for a in acts] for acts in actions], tk.pad_id)
+    texts = pad_nested([[tk.text_row(w) for w in o] for o in seen], tk.pad_id)
+    n = turns[0].shape[1]
+    rewards, dones = torch.zeros(len(kept), n), torch.zeros(len(kept), n)
+    for b, t in enumerate(kept):
+        rewards[b, : t.num_turns] = torch.tensor([u.reward for u in t.turns], dtype=torch.float)
+        dones[b, : t.num_turns] = torch.tensor([float(u.done) for u in t.turns])
+    count, start, k = torch.tensor([t.num_turns for t in kept]), torch.tensor([t.branch_turn for t in kept]), torch.arange(n + 1)
+    return {
+        "observation_ids": obs[0], "observation_mask": obs[1], "turn_ids": turns[0], "turn_mask": turns[1],
+        "turn_count": count, "query_ids": queries[0], "query_mask": queries[1], "text_ids": texts[0],
+        "text_mask": texts[1], "rewards": rewards, "dones": dones,
+        "outcome_mask": (k[None, :-1] >= start[:, None]) & (k[None, :-1] < count[:, None]),
+        "latent_mask": (k[None] >= start[:, None]) & (k[None] <= count[:, None]),
+    }
+
+
+def test_rows_cached_per_trajectory_give_the_batch_built_from_scratch(hn_tokenizer, hn_trajectories):
+    from world_model.data import trainable, trajectory_loader
+
+    items = trainable(hn_trajectories)
+    loader = trajectory_loader(hn_trajectories, hn_tokenizer, batch_size=5)
+    for start, batch in zip(range(0, len(items), 5), loader, strict=True):
+        expected = reference_batch(items[start : start + 5], hn_tokenizer)
+        for name, value in expected.items():
+            assert torch.equal(getattr(batch, name), value), name
