@@ -38,17 +38,23 @@ def done_bce(logits: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="none").mean(dim=1)  # (K,)
 
 
-def scored_token_nll(logits: torch.Tensor, targets: torch.Tensor, parts: torch.Tensor, count: int) -> torch.Tensor:
+def scored_token_nll(
+    logits: torch.Tensor, targets: torch.Tensor, parts: torch.Tensor, count: int, weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """``token_nll`` from logits taken at the scored positions only, for several parts at once.
 
     ``logits`` (K, P, V) at the P scored positions, ``targets`` (P,) ids, ``parts`` (P,) which of
     ``count`` parts each position belongs to -> (K, count): each part's mean NLL per scored token,
     the same value ``token_nll`` gives on that part's padded rows (0 for a part with no token).
+    ``weights`` (K, P), when given, weight each member's tokens (a weighted mean per part).
     """
     members, positions = logits.shape[:2]
     nll = F.cross_entropy(
         rearrange(logits.float(), "k p v -> (k p) v"), repeat(targets, "p -> (k p)", k=members), reduction="none"
     ).view(members, positions)  # (K, P)
-    totals = nll.new_zeros(members, count).index_add_(1, parts, nll)  # (K, count)
-    tokens = torch.bincount(parts, minlength=count).to(nll.dtype).clamp(min=1.0)  # (count,)
-    return totals / tokens  # (K, count)
+    if weights is None:
+        totals = nll.new_zeros(members, count).index_add_(1, parts, nll)  # (K, count)
+        return totals / torch.bincount(parts, minlength=count).to(nll.dtype).clamp(min=1.0)  # (K, count)
+    totals = nll.new_zeros(members, count).index_add_(1, parts, nll * weights)  # (K, count)
+    mass = weights.new_zeros(members, count).index_add_(1, parts, weights)  # (K, count)
+    return totals / mass.clamp(min=1e-12)  # (K, count)

@@ -26,11 +26,13 @@ from typing import Any
 
 import safetensors.torch
 import torch
+import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
 from envs.trajectory import Trajectory
 from world_model.batch import WorldModelBatch, build_training_batch
+from world_model.bootstrap import bootstrap_counts, weighted_mean
 from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
 from world_model.dynamics import EnsembleDynamics
@@ -41,6 +43,11 @@ from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_rows
 from world_model.uncertainty import member_std, mutual_information
 
 WEIGHTS_FILE = "model.safetensors"
+
+
+def _owners(mask: torch.Tensor) -> torch.Tensor:
+    """``(B, N)`` bool -> ``(R,)`` the batch row of each True entry, in row-major order."""
+    return torch.arange(mask.shape[0], device=mask.device)[:, None].expand_as(mask)[mask]
 
 
 @dataclass
@@ -69,6 +76,10 @@ class WorldModelConfig:
     """Weight of the reward MSE."""
     done_weight: float = 1.0
     """Weight of the done BCE."""
+    bootstrap: bool = False
+    """Train each member on its own resample (with replacement) of every batch's trajectories, so
+    members also differ where the data is thin (``world_model.bootstrap``); False: every member
+    sees the whole batch."""
 
     def __post_init__(self) -> None:
         if isinstance(self.encoder, dict):
@@ -79,6 +90,8 @@ class WorldModelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"WorldModelConfig.{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.bootstrap, bool):
+            raise ValueError(f"WorldModelConfig.bootstrap must be true or false, got {self.bootstrap!r}")
         for name in ("reconstruction_weight", "reward_weight", "done_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
@@ -309,15 +322,49 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         ``<act> action``; ``reconstruction_nll``: the current observation given the latent and
         ``<look>``; ``reward_mse`` and ``done_bce`` from the latent after the turn. ``loss`` is
         their sum under the config's weights. Token NLLs are means per target token (``</s>``
-        included).
+        included). With ``config.bootstrap``, in training mode each member's terms are taken over its
+        own resample of the batch's trajectories (``world_model.bootstrap``).
         """
         batch = batch.to(self.device)
         latents = self.encoder.states(
             batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
         )  # (B, N + 1, D)
         outcome, current = batch.outcome_mask, batch.latent_mask  # (B, N), (B, N + 1)
-        before = latents[:, :-1][outcome]  # (R, D)
+        weights = self._bootstrap_weights(batch)  # (K, B) or None
+        next_nll, now_nll = self._text_nll(batch, latents, weights)  # (K,), (K,)
         after = latents[:, 1:][outcome]  # (R, D)
+        rewards, done_logits = self.dynamics.outcome(after)  # (K, R), (K, R)
+        if weights is None:
+            reward_mse = regression_mse(rewards, batch.rewards[outcome])  # (K,)
+            bce = done_bce(done_logits, batch.dones[outcome])  # (K,)
+        else:
+            row_weights = weights[:, _owners(outcome)]  # (K, R)
+            reward_mse = weighted_mean((rewards.float() - batch.rewards[outcome].float()) ** 2, row_weights)
+            targets = batch.dones[outcome].float().expand_as(done_logits)  # (K, R)
+            bce = weighted_mean(F.binary_cross_entropy_with_logits(done_logits.float(), targets, reduction="none"),
+                                row_weights)
+        parts = {
+            "observation_nll": next_nll.sum(),
+            "reconstruction_nll": now_nll.sum(),
+            "reward_mse": reward_mse.sum(),
+            "done_bce": bce.sum(),
+        }
+        c = self.config
+        parts["loss"] = (
+            parts["observation_nll"]
+            + c.reconstruction_weight * parts["reconstruction_nll"]
+            + c.reward_weight * parts["reward_mse"]
+            + c.done_weight * parts["done_bce"]
+        )
+        return parts
+
+    def _text_nll(
+        self, batch: WorldModelBatch, latents: torch.Tensor, weights: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(K,)`` next-observation and ``(K,)`` reconstruction NLLs per target token, all members
+        batched and logits taken only at scored positions (``EnsembleDynamics.logits_at``)."""
+        outcome, current = batch.outcome_mask, batch.latent_mask  # (B, N), (B, N + 1)
+        before = latents[:, :-1][outcome]  # (R, D)
         now = latents[current]  # (R', D)
         look_ids = torch.full(
             (now.shape[0], batch.query_ids.shape[-1]), self.tokenizer.pad_id, device=self.device
@@ -334,25 +381,20 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             scored,
         )  # (K, P, V) at the P scored positions, row by row
         is_now = (torch.arange(texts.shape[0], device=self.device) >= before.shape[0])[:, None]  # (R + R', 1)
-        nll = scored_token_nll(logits, texts[:, 1:][scored], is_now.expand_as(scored)[scored].long(), 2)  # (K, 2)
-        next_nll, now_nll = nll[:, 0], nll[:, 1]  # (K,), (K,)
-        rewards, done_logits = self.dynamics.outcome(after)  # (K, R), (K, R)
-        reward_mse = regression_mse(rewards, batch.rewards[outcome])  # (K,)
-        bce = done_bce(done_logits, batch.dones[outcome])  # (K,)
-        parts = {
-            "observation_nll": next_nll.sum(),
-            "reconstruction_nll": now_nll.sum(),
-            "reward_mse": reward_mse.sum(),
-            "done_bce": bce.sum(),
-        }
-        c = self.config
-        parts["loss"] = (
-            parts["observation_nll"]
-            + c.reconstruction_weight * parts["reconstruction_nll"]
-            + c.reward_weight * parts["reward_mse"]
-            + c.done_weight * parts["done_bce"]
-        )
-        return parts
+        token_weights = None
+        if weights is not None:  # each token weighted by its trajectory's count in the member's resample
+            owners = torch.cat([_owners(outcome), _owners(current)])[:, None]  # (R + R', 1)
+            token_weights = weights[:, owners.expand_as(scored)[scored]]  # (K, P)
+        part = is_now.expand_as(scored)[scored].long()  # (P,) 0: next observation, 1: reconstruction
+        nll = scored_token_nll(logits, texts[:, 1:][scored], part, 2, token_weights)  # (K, 2)
+        return nll[:, 0], nll[:, 1]
+
+    def _bootstrap_weights(self, batch: WorldModelBatch) -> torch.Tensor | None:
+        """``(K, B)`` per-member resample counts of the batch's trajectories while training with
+        ``config.bootstrap`` (drawn from the global RNG, which the fit seeds); None otherwise."""
+        if not (self.training and self.config.bootstrap):
+            return None
+        return bootstrap_counts(self.config.num_members, batch.turn_count.shape[0]).to(self.device)
 
     # --- saving ---------------------------------------------------------------------------------------
     def _save_pretrained(self, save_directory: Path) -> None:

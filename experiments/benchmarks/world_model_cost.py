@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from experiments.benchmarks.world_model.data import ENVS, collect_pool
+from envs.trajectory import Trajectory
 from experiments.config import WorldModelOptions
 from world_model.lightning_module import fit_world_model
 from world_model.model import WorldModel, WorldModelConfig
@@ -67,11 +68,13 @@ def fit_step_seconds(env: str, pool, steps: int, batch_size: int) -> tuple[float
 
 
 @torch.no_grad()
-def imagine_step_seconds(env: str, pool, rows: int, calls: int) -> float:
-    """CPU seconds of one batched ``WorldModel.step`` over ``rows`` states (an untrained model
-    writes long rows, the upper end of what a step costs)."""
-    model = default_model(env).eval()
-    turns = [turn for t in pool for turn in t.turns][:rows]
+def imagine_step_seconds(model: WorldModel, trajectories: Sequence[Trajectory], rows: int, calls: int) -> float:
+    """CPU seconds of one batched ``WorldModel.step`` over ``rows`` states (first observations and
+    actions of the recorded turns of ``trajectories``, repeated to fill ``rows``); an untrained model
+    writes long rows, the upper end of what a step costs."""
+    was_training = model.training
+    model.eval()
+    turns = [turn for t in trajectories for turn in t.turns][:rows]
     turns = (turns * (rows // max(1, len(turns)) + 1))[:rows]
     states = model.initial_state([turn.observation for turn in turns])
     actions = [turn.action for turn in turns]
@@ -80,6 +83,7 @@ def imagine_step_seconds(env: str, pool, rows: int, calls: int) -> float:
     cpu = time.process_time()
     for _ in range(calls):
         model.step(states, actions, generator=generator)
+    model.train(was_training)
     return (time.process_time() - cpu) / calls
 
 
@@ -129,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for env in args.envs:
         pool = collect_pool(env, "train", args.transitions, seed=0)
         fit_s, fit_cpu = fit_step_seconds(env, pool, args.steps, args.batch_size)
-        imagine_s = imagine_step_seconds(env, pool, args.imagine_rows, args.imagine_calls)
+        imagine_s = imagine_step_seconds(default_model(env), pool, args.imagine_rows, args.imagine_calls)
         print(f"{env:<15}{len(pool):>13}{fit_s:>12.3f}{fit_cpu:>16.3f}{imagine_s:>20.3f}"
               f"{imagine_s / args.imagine_rows:>21.4f}", flush=True)
     if args.runs:

@@ -181,6 +181,9 @@ def test_tiny_run_gives_well_formed_rows_with_a_shift_fit(tmp_path):
     probs, hits = result.calibration["hidden_number"]
     assert len(probs) == 3 * curve[-1].eval_transitions and all(0 <= p <= 1 for p in probs)
     assert "== targets ==" in bench.format_targets(result) and "frozen_lake" in bench.format_table(result)
+    assert set(result.cost) == {"frozen_lake", "hidden_number"}
+    assert all(fit > 0 and imagine > 0 for fit, imagine in result.cost.values())
+    assert "cost hidden_number: fit" in bench.format_costs(result)
 
 
 @pytest.mark.slow

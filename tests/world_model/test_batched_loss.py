@@ -136,3 +136,25 @@ def test_rows_cached_per_trajectory_give_the_batch_built_from_scratch(hn_tokeniz
         expected = reference_batch(items[start : start + 5], hn_tokenizer)
         for name, value in expected.items():
             assert torch.equal(getattr(batch, name), value), name
+
+
+def test_saved_weights_keep_the_per_member_layout_so_older_saves_load(tmp_path, hn_tokenizer, hn_trajectories):
+    """The batched fit stacks the members' weights per call and keeps them per member, so the names in
+    ``model.safetensors`` are those every earlier save used, and such a file loads strictly."""
+    from safetensors.torch import load_file
+
+    from world_model import WorldModel
+
+    model = perturbed(tiny_model(hn_tokenizer, seed=8), seed=9)
+    model.save_pretrained(tmp_path)
+    names = set(load_file(tmp_path / "model.safetensors"))
+    for k in range(model.config.num_members):
+        for name in ("tokens.weight", "blocks.layers.0.self_attn.in_proj_weight", "out.weight", "to_slots.bias"):
+            assert f"dynamics.decoders.{k}.{name}" in names
+        for name in ("trunk.0.weight", "reward.weight", "done.bias"):
+            assert f"dynamics.heads.{k}.{name}" in names
+    assert not any(n.startswith("dynamics.") and ".decoders." not in n and ".heads." not in n for n in names)
+    loaded = WorldModel.from_pretrained(tmp_path)
+    batch = build_training_batch(hn_trajectories[:4], hn_tokenizer)
+    with torch.no_grad():
+        assert torch.equal(loaded.loss(batch)["loss"], model.eval().loss(batch)["loss"])

@@ -11,7 +11,14 @@ import torch
 
 from experiments.benchmarks.world_model.data import ENVS
 from experiments.benchmarks.world_model.plots import plot_calibration, plot_curves
-from experiments.benchmarks.world_model.report import NOTE, format_row, format_table, format_targets, header
+from experiments.benchmarks.world_model.report import (
+    NOTE,
+    format_costs,
+    format_row,
+    format_table,
+    format_targets,
+    header,
+)
 from experiments.benchmarks.world_model.run import (
     DEFAULT_ENVS,
     DEFAULT_SIZES,
@@ -91,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
                  lm_options=LMOptions(history_turns=args.lm_history_turns, hidden_size=args.lm_hidden_size,
                                       intermediate_size=2 * args.lm_hidden_size, num_layers=args.lm_layers))
     print("\n" + format_table(result))
+    print(format_costs(result))
     print(format_targets(result))
     print(NOTE)
     plot_curves(result, args.out / "world_model.png")

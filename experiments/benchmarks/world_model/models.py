@@ -22,13 +22,14 @@ MODELS = ("latent", "lm")
 
 
 def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
-          lm_options: LMOptions | None = None) -> WorldModelLike:
-    """A fresh model of ``kind`` over the env's words (the LM's shape from ``lm_options``)."""
+          lm_options: LMOptions | None = None, bootstrap: bool = False) -> WorldModelLike:
+    """A fresh model of ``kind`` over the env's words (the LM's shape from ``lm_options``; ``bootstrap``
+    for the latent one's members)."""
     spec = ENVS[env]
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
     if kind == "latent":
-        return WorldModel(WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members), tk,
-                          seed=seed)
+        config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members, bootstrap=bootstrap)
+        return WorldModel(config, tk, seed=seed)
     if kind == "lm":
         config = LMWorldModelConfig(lm_options or LMOptions(), tk.limits.observation, tk.limits.action, len(tk),
                                     num_members=members)
@@ -38,9 +39,9 @@ def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
 
 def fit(model: WorldModelLike, train: Sequence[Trajectory], steps: int, *, batch_size: int, lr: float,
         seed: int) -> tuple[float, float]:
-    """Fit in place; wall and CPU seconds."""
+    """Fit in place (no scoring pass after it); wall and CPU seconds."""
     start, cpu = time.monotonic(), time.process_time()
-    fit_any(train, [], model, max_steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+    fit_any(train, [], model, max_steps=steps, batch_size=batch_size, lr=lr, seed=seed, score_train=False)
     return time.monotonic() - start, time.process_time() - cpu
 
 

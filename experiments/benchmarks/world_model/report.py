@@ -52,6 +52,17 @@ def format_table(result: Result) -> str:
     return "\n".join(lines)
 
 
+def format_costs(result: Result) -> str:
+    """One line per env: CPU seconds per fit step and per batched imagined step."""
+    from experiments.benchmarks.world_model.run import IMAGINE_ROWS
+
+    return "\n".join(
+        f"cost {env}: fit {fit:.3f} CPU s/step, imagined step {imagine:.3f} CPU s for {IMAGINE_ROWS} rows "
+        f"({imagine / IMAGINE_ROWS:.4f} s per imagined turn)"
+        for env, (fit, imagine) in result.cost.items()
+    )
+
+
 @dataclass(frozen=True)
 class Target:
     name: str

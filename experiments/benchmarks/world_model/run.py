@@ -11,11 +11,14 @@ from experiments.benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, coll
 from experiments.benchmarks.world_model.evaluate import evaluate
 from experiments.benchmarks.world_model.exact import exact_distributions
 from experiments.benchmarks.world_model.models import MODELS, build, fit
+from experiments.benchmarks.world_model_cost import imagine_step_seconds
 from world_model.lm import LMOptions
 
 DEFAULT_ENVS = ("hidden_number", "hidden_number_noisy", "frozen_lake", "frozen_lake_slippery", "sokoban", "minishop")
 DEFAULT_SIZES = (300, 1000, 3000, 10000)
 DEFAULT_STEPS = (300, 600, 1200, 2000)
+IMAGINE_ROWS = 32
+"""States per batched imagined step in the cost line."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +53,16 @@ class Result:
     rows: list[Row] = field(default_factory=list)
     calibration: dict[str, tuple[list[float], list[bool]]] = field(default_factory=dict)
     """Per env with exact distributions: (probability, happened) pairs of the largest size's fit."""
+    cost: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per env (and model, as in ``calibration``): CPU seconds per fit step of the largest size's
+    fit, and CPU seconds of one batched imagined step of its model over ``IMAGINE_ROWS`` held-out
+    states."""
 
 
 def _fit(env: str, train, n_steps: int, *, batch_size: int, lr: float, latent_size: int, members: int,
-         seed: int, model: str = "latent", lm_options: LMOptions | None = None):
-    built = build(model, env, latent_size=latent_size, members=members, seed=seed, lm_options=lm_options)
+         seed: int, model: str = "latent", lm_options: LMOptions | None = None, bootstrap: bool = False):
+    built = build(model, env, latent_size=latent_size, members=members, seed=seed, lm_options=lm_options,
+                  bootstrap=bootstrap)
     fit_s, cpu_s = fit(built, train, n_steps, batch_size=batch_size, lr=lr, seed=seed)
     return built, fit_s, cpu_s
 
@@ -82,6 +90,7 @@ def run(
     lr: float = 1e-3,
     latent_size: int = 128,
     members: int = 5,
+    bootstrap: bool = False,
     seed: int = 0,
     log: Callable[[Row], None] = lambda row: None,
     progress: bool = False,
@@ -91,13 +100,14 @@ def run(
     """Fit and score every (env, size); ``shift`` = (transitions, steps) of the extra random-only fit
     per deterministic or shop env, scored on expert episodes (None: no such fit). ``log`` gets each
     row as soon as it is scored. ``models``: which world models to fit and score on the same data
-    (``latent``, ``lm``), each row tagged with its model; ``lm_options`` shape the LM one."""
+    (``latent``, ``lm``), each row tagged with its model; ``lm_options`` shape the LM one. ``bootstrap``
+    trains each latent member on its own resample of every batch."""
     check_arguments(envs, sizes, steps, eval_transitions)
     unknown = [m for m in models if m not in MODELS]
     if unknown or not models:
         raise ValueError(f"models must be some of {MODELS}, got {list(models)}")
     options = dict(batch_size=batch_size, lr=lr, latent_size=latent_size, members=members, seed=seed,
-                   lm_options=lm_options)
+                   lm_options=lm_options, bootstrap=bootstrap)
     result = Result()
     bar = tqdm(total=len(envs) * len(sizes) * len(models), desc="fits", unit="fit", disable=not progress, leave=False)
     for env in envs:
@@ -119,10 +129,13 @@ def run(
                 row = Row(env, sum(t.num_turns for t in train), n_steps, fit_s, n_eval, scores.metrics, cpu_s,
                           model=kind)
                 result.rows.append(row)
+                name = env if kind == "latent" else f"{env} ({kind})"
                 if i == len(sizes) - 1 and exact is not None:
-                    result.calibration[env if kind == "latent" else f"{env} ({kind})"] = scores.calibration
+                    result.calibration[name] = scores.calibration
                 log(row)
                 bar.update()
+                if i == len(sizes) - 1:
+                    result.cost[name] = (cpu_s / n_steps, imagine_step_seconds(model, held_out, IMAGINE_ROWS, 2))
         if shift is not None and spec.kind in KINDS_WITH_SHIFT:
             bar.set_postfix_str(f"{env}: random-only fit, {shift[0]} transitions")
             train = collect_pool(env, "train", shift[0], seed=seed, policies=("random",))
