@@ -70,6 +70,9 @@ class WorldModelOptions:
     """Ensemble members K; 1 gives no disagreement."""
     head_hidden: int = 64
     """Hidden width of each member's reward and done heads."""
+    bootstrap: bool = False
+    """Train each member on its own resample of every batch's trajectories (more disagreement where
+    data is thin, ``world_model.bootstrap``); False: every member sees the whole batch."""
     encoder: EncoderSection = field(default_factory=EncoderSection)
     """The history encoder."""
     decoder: DecoderSection = field(default_factory=DecoderSection)
@@ -90,5 +93,7 @@ class WorldModelOptions:
             self.decoder = DecoderSection(**self.decoder)
         for name in ("latent_size", "num_members", "head_hidden"):
             check_int(f"world_model.{name}", getattr(self, name), 1)
+        if not isinstance(self.bootstrap, bool):
+            raise ValueError(f"world_model.bootstrap must be true or false, got {self.bootstrap!r}")
         for name in ("max_observation_words", "max_action_words"):
             check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)

@@ -156,6 +156,7 @@ class WorldModelConfig:
             latent_size=options.latent_size,
             num_members=options.num_members,
             head_hidden=options.head_hidden,
+            bootstrap=options.bootstrap,
             encoder=asdict(options.encoder),
             decoder=asdict(options.decoder),
         )

@@ -7,15 +7,17 @@ Per env, with the default world model (``experiments/conf/world_model/default.ya
 members) and the loop's fit batch (``imagination.fit_batch_size``, 32 trajectories) on a pool of
 random and expert episodes of the training split:
 
-- ``fit s/step`` and ``fit cpu s/step``: wall and CPU seconds per optimiser step of ``fit_world_model`` (batches built, Lightning
-  step, AdamW), from a fit of ``--steps`` steps after one warm-up fit of one step;
-- ``imagine cpu s/step``: CPU seconds of one batched ``WorldModel.step`` over ``--imagine-rows`` states
-  (sampled text, fold-in, reward and done), and the same per imagined turn (per row).
+- ``fit s/step`` and ``fit cpu s/step``: wall and CPU seconds per optimiser step of
+  ``fit_world_model`` (batches built, Lightning step, AdamW), from a fit of ``--steps`` steps after
+  a warm-up fit of one step; on a shared machine the CPU seconds are the steadier figure;
+- ``imagine cpu s/step``: CPU seconds of one batched ``WorldModel.step`` over ``--imagine-rows``
+  states (sampled text, fold-in, reward and done), and the same per imagined turn (per row).
 
 ``--runs`` adds the tiny loop of the learning check (hidden_number over 1 .. 5, 3 iterations of 2
-groups x 4) model-free and with ``imagination=dyna`` and the default world model, as subprocesses:
-their wall seconds, the ratio, and how long the dyna run took before it first imagined (the
-warm-start fit on the expert episodes, ``imagination.first_fit_steps`` steps, comes first).
+groups x 4) model-free and with ``imagination=dyna`` and the default world model, and the
+``model_based`` preset cut to the same size, as subprocesses: wall and CPU seconds, seconds of the
+RL loop, and how long each took before it first imagined (the fit on the warm start's expert
+episodes, ``imagination.first_fit_steps`` steps, comes first).
 
 The script reads only interfaces that predate the batched fit, so the same file run in a checkout
 of an older commit prints that commit's figures for a before / after comparison.
@@ -26,11 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -43,10 +47,7 @@ from world_model.model import WorldModel, WorldModelConfig
 from world_model.turn_tokens import TurnTokenizer
 
 COST_ENVS = ("hidden_number", "frozen_lake", "sokoban", "minishop")
-TINY_RUN = [
-    "experiment=learning_check", "trainer.iterations=3", "trainer.groups_per_iteration=2", "trainer.group_size=4",
-    "trainer.progress=false",
-]
+TINY_RUN = ["trainer.iterations=3", "trainer.groups_per_iteration=2", "trainer.group_size=4", "trainer.progress=false"]
 
 
 def default_model(env: str, seed: int = 0) -> WorldModel:
@@ -95,12 +96,25 @@ def imagined(metrics: Path) -> bool:
     return any(json.loads(line).get("imagination/imagined_groups", 0) > 0 for line in lines if line.strip())
 
 
-def timed_run(overrides: Sequence[str], run_dir: Path) -> tuple[float, float]:
-    """Wall seconds of one ``experiments.train`` subprocess, and the seconds from its start until
-    ``metrics.jsonl`` first held an iteration with imagined groups (an upper bound on when it began
-    imagining: records are written after the update; NaN when it never imagined)."""
+@dataclass(frozen=True)
+class RunCost:
+    """What one ``experiments.train`` subprocess cost."""
+
+    wall_s: float
+    cpu_s: float
+    """CPU seconds of the subprocess (and its children)."""
+    loop_s: float
+    """``charts/elapsed_s`` of its last record: seconds since RL began (after the warm start)."""
+    first_imagined_s: float
+    """Seconds from its start until ``metrics.jsonl`` first held an iteration with imagined groups (an
+    upper bound on when it began imagining: records are written after the update); NaN if never."""
+
+
+def timed_run(overrides: Sequence[str], run_dir: Path) -> RunCost:
+    """Run ``experiments.train`` with ``overrides`` on one thread and time it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     metrics, first = run_dir / "metrics.jsonl", float("nan")
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
@@ -113,7 +127,10 @@ def timed_run(overrides: Sequence[str], run_dir: Path) -> tuple[float, float]:
         if proc.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"run {overrides} failed:\n{err.read()[-3000:]}")
-    return wall, first
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = done.ru_utime + done.ru_stime - cpu.ru_utime - cpu.ru_stime
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    return RunCost(wall, cpu_s, records[-1].get("charts/elapsed_s", float("nan")), first)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -124,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--transitions", type=int, default=600, help="real transitions in each env's pool")
     p.add_argument("--imagine-rows", type=int, default=32, help="states per batched imagined step")
     p.add_argument("--imagine-calls", type=int, default=3, help="timed imagined steps per env")
-    p.add_argument("--runs", action="store_true", help="also time the tiny learning-check loop, model-free and dyna")
+    p.add_argument("--runs", action="store_true",
+                   help="also time the tiny learning-check loop: model-free, dyna, the model_based preset")
     args = p.parse_args(argv)
     print(f"torch threads {torch.get_num_threads()}, batch {args.batch_size} trajectories, {args.steps} steps",
           flush=True)
@@ -138,10 +156,14 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"{imagine_s / args.imagine_rows:>21.4f}", flush=True)
     if args.runs:
         with tempfile.TemporaryDirectory() as tmp:
-            free, _ = timed_run([*TINY_RUN, "imagination=model_free"], Path(tmp) / "free")
-            dyna, first = timed_run([*TINY_RUN, "imagination=dyna"], Path(tmp) / "dyna")
-        print(f"tiny run (learning_check, 3 x 2 groups x 4): model-free {free:.1f} s, dyna {dyna:.1f} s, "
-              f"ratio {dyna / free:.1f}x; dyna first imagined {first:.1f} s into RL", flush=True)
+            free = timed_run(["experiment=learning_check", *TINY_RUN, "imagination=model_free"], Path(tmp) / "free")
+            dyna = timed_run(["experiment=learning_check", *TINY_RUN, "imagination=dyna"], Path(tmp) / "dyna")
+            preset = timed_run(["experiment=model_based", *TINY_RUN], Path(tmp) / "model_based")
+        print("tiny run (learning_check, 3 iterations of 2 groups x 4, one thread):")
+        for name, run in (("model-free", free), ("dyna", dyna), ("model_based", preset)):
+            print(f"  {name:<11} wall {run.wall_s:7.1f} s  cpu {run.cpu_s:7.1f} s  RL loop {run.loop_s:7.1f} s"
+                  f"  first imagined after {run.first_imagined_s:.1f} s", flush=True)
+        print(f"  dyna / model-free: cpu {dyna.cpu_s / free.cpu_s:.1f}x, RL loop {dyna.loop_s / free.loop_s:.1f}x")
 
 
 if __name__ == "__main__":

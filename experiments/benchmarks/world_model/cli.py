@@ -62,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-history-turns", type=int, default=4, help="lm: turns of history in the prompt")
     p.add_argument("--lm-hidden-size", type=int, default=64, help="lm: width of each member")
     p.add_argument("--lm-layers", type=int, default=2, help="lm: decoder blocks per member")
+    p.add_argument("--bootstrap", action="store_true",
+                   help="train each member on its own resample of every batch (WorldModelConfig.bootstrap)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data split draw, the agents and the fits")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {QUICK} unless given explicitly; no quality claims")
@@ -83,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> Result:
     shift = (opt["shift_size"], opt["shift_steps"]) if opt["shift_size"] > 0 else None
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # no per-fit GPU/TPU banner
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
-    print(f"models {args.models}, envs {args.envs}, sizes {sizes}, steps per fit {steps}, shift fit {shift}, {opt}", flush=True)
+    print(f"models {args.models}, envs {args.envs}, sizes {sizes}, steps per fit {steps}, shift fit {shift}, {opt}, "
+          f"bootstrap {args.bootstrap}", flush=True)
     current: list[str] = []
 
     def log(row: Row) -> None:
@@ -94,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
 
     result = run(args.envs, sizes, steps, eval_transitions=opt["eval_transitions"], shift=shift,
                  batch_size=opt["batch_size"], lr=args.lr, latent_size=opt["latent_size"], members=opt["members"],
-                 seed=args.seed, log=log, progress=True, models=args.models,
+                 bootstrap=args.bootstrap, seed=args.seed, log=log, progress=True, models=args.models,
                  lm_options=LMOptions(history_turns=args.lm_history_turns, hidden_size=args.lm_hidden_size,
                                       intermediate_size=2 * args.lm_hidden_size, num_layers=args.lm_layers))
     print("\n" + format_table(result))
