@@ -89,6 +89,33 @@ class Packing:
         return x.reshape(x.shape[0], self.rows, self.width, x.shape[-1])
 
 
+def _self_attention(x: torch.Tensor, layer: MemberLayer, packing: Packing, heads: int) -> torch.Tensor:
+    """A layer's causal self-attention sublayer with its residual, on packed ``(K, P, d)`` states."""
+    qkv = packing.unpack(member_linear(normalised(x, layer.eps[0]), layer.self_in))  # (K, B, S, 3d)
+    attended = _attend(*qkv.chunk(3, dim=-1), heads, is_causal=True)  # (K, B, S, d)
+    return x + member_linear(packing.pack(attended), layer.self_out)  # (K, P, d)
+
+
+def _first_self_attention(
+    decoders: Sequence[ObservationDecoder], layer: MemberLayer, text_ids: torch.Tensor, scored: torch.Tensor,
+    packing: Packing,
+) -> torch.Tensor:
+    """Embeddings and the first layer's self-attention sublayer, packed: ``(K, P, d)``.
+
+    Up to there a row's states depend on its text alone, and a fit's rows repeat texts (the
+    observation after turn ``t`` is both turn ``t``'s target and the text the latent after ``t``
+    rewrites), so each distinct row is computed once and copied to its repeats.
+    """
+    width, heads = text_ids.shape[1], decoders[0].config.num_heads
+    distinct, inverse = torch.unique(torch.cat([text_ids, scored.long()], dim=1), dim=0, return_inverse=True)
+    own = Packing(distinct[:, width:].bool())  # the distinct rows' scored positions
+    tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
+    positions = torch.stack([d.text_positions.weight[:width] for d in decoders])  # (K, S, d)
+    x = own.pack(tokens[:, distinct[:, :width]] + positions[:, None])  # (K, P_u, d)
+    x = _self_attention(x, layer, own, heads)  # (K, P_u, d)
+    return packing.pack(own.unpack(x)[:, inverse])  # (K, P, d)
+
+
 def member_hidden(
     decoders: Sequence[ObservationDecoder],
     latent: torch.Tensor,
@@ -117,14 +144,11 @@ def member_hidden(
     additive = torch.zeros(blocked.shape, dtype=memory.dtype, device=memory.device).masked_fill(blocked, float("-inf"))
     memory_mask = repeat(additive, "b t -> (k b) 1 1 t", k=members)  # (K B, 1, 1, T)
     packing = Packing(scored)
-    tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
-    positions = torch.stack([d.text_positions.weight[:width] for d in decoders])  # (K, S, d)
-    x = packing.pack(tokens[:, text_ids] + positions[:, None])  # (K, P, d)
-    for i in range(config.num_layers):
-        layer = MemberLayer.of([d.blocks.layers[i] for d in decoders])
-        qkv = packing.unpack(member_linear(normalised(x, layer.eps[0]), layer.self_in))  # (K, B, S, 3d)
-        attended = _attend(*qkv.chunk(3, dim=-1), heads, is_causal=True)  # (K, B, S, d)
-        x = x + member_linear(packing.pack(attended), layer.self_out)  # (K, P, d)
+    layers = [MemberLayer.of([d.blocks.layers[i] for d in decoders]) for i in range(config.num_layers)]
+    x = _first_self_attention(decoders, layers[0], text_ids, scored, packing)  # (K, P, d)
+    for i, layer in enumerate(layers):
+        if i > 0:
+            x = _self_attention(x, layer, packing, heads)  # (K, P, d)
         q = packing.unpack(member_linear(normalised(x, layer.eps[1]), layer.cross_query))  # (K, B, S, d)
         k, v = member_linear(memory.flatten(1, 2), layer.cross_memory).view(*memory.shape[:3], -1).chunk(2, dim=-1)
         attended = _attend(q, k, v, heads, attn_mask=memory_mask)  # (K, B, S, d)
