@@ -224,3 +224,17 @@ def test_help_explains_the_options(capsys):
     out = capsys.readouterr().out
     for option in ("--quick", "--sizes", "--steps", "--envs", "--out", "--eval-transitions", "--shift-size"):
         assert option in out
+
+
+def test_the_cost_benchmark_times_the_default_world_model():
+    """``world_model_cost`` builds ``WorldModelConfig``'s defaults: they must be the config group's."""
+    import omegaconf
+
+    from experiments.benchmarks.world_model_cost import default_model
+    from world_model import WorldModelConfig
+    from world_model.config import WorldModelOptions
+
+    group = omegaconf.OmegaConf.load(ROOT / "experiments/conf/world_model/default.yaml")
+    options = WorldModelOptions(**{k: v for k, v in omegaconf.OmegaConf.to_container(group).items() if k != "defaults"})
+    model = default_model("hidden_number")
+    assert model.config == WorldModelConfig.from_options(model.tokenizer, options)
