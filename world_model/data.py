@@ -19,8 +19,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from envs.trajectory import Trajectory
-from world_model.trajectory_rows import TrajectoryRows, collate_rows, trajectory_rows
 from world_model.model import WorldModel
+from world_model.trajectory_rows import TrajectoryRows, collate_rows, trajectory_rows
 from world_model.turn_tokens import TurnTokenizer
 
 LOSS_PARTS = ("loss", "observation_nll", "reconstruction_nll", "reward_mse", "done_bce")

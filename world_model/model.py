@@ -330,7 +330,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         latents = self.encoder.states(
             batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
         )  # (B, N + 1, D)
-        outcome, current = batch.outcome_mask, batch.latent_mask  # (B, N), (B, N + 1)
+        outcome = batch.outcome_mask  # (B, N)
         weights = self._bootstrap_weights(batch)  # (K, B) or None
         next_nll, now_nll = self._text_nll(batch, latents, weights)  # (K,), (K,)
         after = latents[:, 1:][outcome]  # (R, D)

@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from experiments.benchmarks.world_model.data import ENVS, collect_pool
 from envs.trajectory import Trajectory
+from experiments.benchmarks.world_model.data import ENVS, collect_pool
 from world_model.lightning_module import fit_world_model
 from world_model.model import WorldModel, WorldModelConfig
 from world_model.turn_tokens import TurnTokenizer

@@ -106,10 +106,13 @@ def reference_batch(trajectories, tk):
 
     kept = [t for t in trajectories if t.turns]
     first = tk.observation_words([t.turns[0].observation for t in kept])
-    seen = [[w, *tk.observation_words([u.next_observation for u in t.turns])] for w, t in zip(first, kept)]
+    seen = [[w, *tk.observation_words([u.next_observation for u in t.turns])] for w, t in zip(first, kept, strict=True)]
     actions = [tk.action_words([u.action for u in t.turns]) for t in kept]
     obs = pad_rows([tk.observation_row(w) for w in first], tk.pad_id)
-    turns = pad_nested([[tk.turn_row(r, a) for r, a in zip(o[1:], acts)] for o, acts in zip(seen, actions)], tk.pad_id)
+    turns = pad_nested(
+        [[tk.turn_row(r, a) for r, a in zip(o[1:], acts, strict=True)] for o, acts in zip(seen, actions, strict=True)],
+        tk.pad_id,
+    )
     queries = pad_nested([[tk.query_row(a) for a in acts] for acts in actions], tk.pad_id)
     texts = pad_nested([[tk.text_row(w) for w in o] for o in seen], tk.pad_id)
     n = turns[0].shape[1]
@@ -117,7 +120,8 @@ def reference_batch(trajectories, tk):
     for b, t in enumerate(kept):
         rewards[b, : t.num_turns] = torch.tensor([u.reward for u in t.turns], dtype=torch.float)
         dones[b, : t.num_turns] = torch.tensor([float(u.done) for u in t.turns])
-    count, start, k = torch.tensor([t.num_turns for t in kept]), torch.tensor([t.branch_turn for t in kept]), torch.arange(n + 1)
+    count, start = torch.tensor([t.num_turns for t in kept]), torch.tensor([t.branch_turn for t in kept])
+    k = torch.arange(n + 1)
     return {
         "observation_ids": obs[0], "observation_mask": obs[1], "turn_ids": turns[0], "turn_mask": turns[1],
         "turn_count": count, "query_ids": queries[0], "query_mask": queries[1], "text_ids": texts[0],
