@@ -81,8 +81,13 @@ class WorldModelOptions:
     """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
     max_action_words: int | None = None
     """Words kept of each action; None uses the env's own cap."""
+    disagreement: str = "max"
+    """How an observation's per-token disagreement becomes one score: ``max`` (its largest token,
+    the same scale on short and long observations) or ``mean`` (the mean per token, the older score)."""
 
     def __post_init__(self) -> None:
+        if self.disagreement not in ("max", "mean"):
+            raise ValueError(f"world_model.disagreement must be 'max' or 'mean', got {self.disagreement!r}")
         if self.name not in WORLD_MODELS:
             raise ValueError(f"world_model.name must be one of {WORLD_MODELS}, got {self.name!r}")
         if isinstance(self.lm, dict):

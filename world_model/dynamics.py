@@ -23,6 +23,7 @@ from torch import nn
 from world_model.batched_members import member_logits_at, member_outcome
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.decoder import DecoderConfig, ObservationDecoder
+from world_model.disagreement_score import scattered_score
 from world_model.sampling import inverse_cdf_sample
 from world_model.uncertainty import mutual_information
 
@@ -47,7 +48,7 @@ class GeneratedText:
 
     ids: torch.Tensor  # (B, S) the sampled words then </s>, padded after it (no <s>)
     ended: torch.Tensor  # (B,) bool: the row emitted </s> within the cap
-    disagreement: torch.Tensor  # (B,) mean mutual information over the row's emitted tokens (nats)
+    disagreement: torch.Tensor  # (B,) the row's emitted tokens' mutual information, pooled by ``score`` (nats)
 
 
 class EnsembleDynamics(nn.Module):
@@ -101,6 +102,7 @@ class EnsembleDynamics(nn.Module):
         generator: torch.Generator | None,
         greedy: bool = False,
         use_cache: bool = True,
+        score: str = "max",
     ) -> GeneratedText:
         """Sample up to ``max_words`` words and ``</s>`` per row from the mixture of the members.
 
@@ -113,6 +115,9 @@ class EnsembleDynamics(nn.Module):
         of earlier positions kept (``CachedEnsembleDecoder``); ``False`` reruns every member's
         ``forward`` over the whole prefix per word, the reference the cached path is tested
         against (same logits up to float rounding, so the same words).
+
+        ``score`` pools each row's per-token disagreement (``disagreement_score``: ``"max"`` or
+        ``"mean"``).
         """
         batch, device = latent.shape[0], latent.device
         text = torch.full((batch, max_words + 2), pad_id, dtype=torch.long, device=device)  # (B, S_max)
@@ -154,9 +159,8 @@ class EnsembleDynamics(nn.Module):
                     break
                 if cached is not None:
                     cached.keep(~ends)
-        # The disagreement of every (row, position) written, summed per row at once.
+        # The disagreement of every (row, position) written, pooled per row at once.
         per_token = mutual_information(torch.cat(seen_probs, dim=1))  # (N,) over all N written tokens
         rows = torch.cat(seen_rows)  # (N,)
-        total = torch.zeros(batch, device=device).index_add_(0, rows, per_token)  # (B,)
-        count = torch.bincount(rows, minlength=batch).clamp(min=1)  # (B,)
-        return GeneratedText(ids=text[:, 1 : len(seen_rows) + 1], ended=finished, disagreement=total / count)
+        disagreement = scattered_score(per_token, rows, batch, score)  # (B,)
+        return GeneratedText(ids=text[:, 1 : len(seen_rows) + 1], ended=finished, disagreement=disagreement)

@@ -35,6 +35,7 @@ from world_model.batch import WorldModelBatch, build_training_batch
 from world_model.bootstrap import bootstrap_counts, weighted_mean
 from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
+from world_model.disagreement_score import check_score, row_score
 from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.losses import done_bce, regression_mse, scored_token_nll
@@ -80,6 +81,11 @@ class WorldModelConfig:
     """Train each member on its own resample (with replacement) of every batch's trajectories, so
     members also differ where the data is thin (``world_model.bootstrap``); False: every member
     sees the whole batch."""
+    disagreement: str = "max"
+    """How an observation's per-token disagreement is pooled into its one score (``step``'s
+    ``uncertainty``, ``disagreement``): ``"max"``, the largest per-token value, whose scale does not
+    depend on the observation's length; ``"mean"``, the mean per token (the older score, which
+    shrinks on long observations). See ``world_model.disagreement_score``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.encoder, dict):
@@ -92,6 +98,7 @@ class WorldModelConfig:
                 raise ValueError(f"WorldModelConfig.{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.bootstrap, bool):
             raise ValueError(f"WorldModelConfig.bootstrap must be true or false, got {self.bootstrap!r}")
+        check_score(self.disagreement, "WorldModelConfig.disagreement")
         for name in ("reconstruction_weight", "reward_weight", "done_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
@@ -157,6 +164,7 @@ class WorldModelConfig:
             num_members=options.num_members,
             head_hidden=options.head_hidden,
             bootstrap=options.bootstrap,
+            disagreement=options.disagreement,
             encoder=asdict(options.encoder),
             decoder=asdict(options.decoder),
         )
@@ -238,6 +246,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             max_words=tk.limits.observation,
             generator=generator,
             greedy=greedy,
+            score=self.config.disagreement,
         )
         results = [tk.generated_words(row) for row in text.ids.tolist()]
         turn_ids, turn_mask = self._rows(
@@ -266,10 +275,16 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
 
     @torch.no_grad()
     def disagreement(
-        self, states: WorldState, actions: Sequence[str], observations: Sequence[str]
+        self,
+        states: WorldState,
+        actions: Sequence[str],
+        observations: Sequence[str],
+        *,
+        score: str | None = None,
     ) -> torch.Tensor:
-        """``(B,)`` the members' disagreement about given outcomes, teacher-forced: the mean mutual
-        information per token of each row's observation (``</s>`` included) after its action.
+        """``(B,)`` the members' disagreement about given outcomes, teacher-forced: the mutual
+        information of each token of each row's observation (``</s>`` included) after its action,
+        pooled by ``score`` (default: the config's ``disagreement``, ``"max"`` or ``"mean"``).
 
         The measure ``step`` reports on its own samples, here for outcomes chosen by the caller
         (e.g. real transitions, to see where the model is still unsure).
@@ -285,8 +300,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             states.latent, query_ids, query_mask, text_ids[:, :-1]
         )  # (K, B, S-1, V)
         per_token = mutual_information(torch.softmax(logits.float(), dim=-1))  # (B, S - 1)
-        scored = text_mask[:, 1:].float()  # (B, S - 1)
-        return (per_token * scored).sum(-1) / scored.sum(-1)  # (B,)
+        return row_score(per_token, text_mask[:, 1:], score or self.config.disagreement)  # (B,)
 
     @torch.no_grad()
     def states_before_turns(self, trajectories: Sequence[Trajectory], *, batch_size: int = 64) -> WorldState:

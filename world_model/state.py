@@ -52,7 +52,7 @@ class Predictions:
     reward: torch.Tensor  # (B,) mean predicted reward
     done_probability: torch.Tensor  # (B,) mean predicted probability that the episode ended
     done: torch.Tensor  # (B,) bool: drawn from done_probability, or done_probability > 0.5 when greedy
-    uncertainty: torch.Tensor  # (B,) mean mutual information per emitted token of the observation (nats)
+    uncertainty: torch.Tensor  # (B,) the emitted tokens' mutual information, pooled (max or mean) by the config (nats)
     reward_std: torch.Tensor  # (B,) members' standard deviation of the reward
     done_std: torch.Tensor  # (B,) members' standard deviation of the done probability
     ended: torch.Tensor  # (B,) bool: the observation ended with </s> within the word cap

@@ -6,11 +6,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from envs.trajectory import Trajectory
 from experiments.benchmarks.world_model.data import EnvSpec, revisits
 from experiments.benchmarks.world_model.metrics import auroc
 from experiments.benchmarks.world_model.models import candidate_logps, imagined_steps_per_s, teacher_forced
 from experiments.benchmarks.world_model.scoring import greedy_step, match_at, normalised, open_loop
+from world_model.model import WorldModel
 from world_model.protocol import WorldModelLike
 
 HORIZON = 5
@@ -25,6 +28,21 @@ class Scores:
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
+
+
+def _quantile(values: torch.Tensor, q: float) -> float:
+    return float(torch.quantile(values.double(), q)) if values.numel() else math.nan
+
+
+def _scores(model: WorldModel, states, actions: Sequence[str], observations: Sequence[str], score: str,
+            batch_size: int) -> list[float]:
+    """``WorldModel.disagreement`` pooled by ``score``, in chunks: the step's own score on its greedy text."""
+    out: list[float] = []
+    for start in range(0, len(actions), batch_size):
+        rows = list(range(start, min(start + batch_size, len(actions))))
+        out += model.disagreement(states.select(rows), actions[start : rows[-1] + 1],
+                                  observations[start : rows[-1] + 1], score=score).tolist()
+    return out
 
 
 def evaluate(
@@ -60,6 +78,10 @@ def evaluate(
         "wrong": float(sum(wrong)),
         "auroc": auroc(pred.uncertainty.tolist(), wrong),
         "imagined_steps_per_s": imagined_steps_per_s(model, states, actions, batch_size=batch_size),
+        "auroc_mean": (auroc(_scores(model, states, actions, pred.observations, "mean", batch_size), wrong)
+                       if isinstance(model, WorldModel) else math.nan),
+        "unc_p50": _quantile(pred.uncertainty, 0.5),
+        "unc_p90": _quantile(pred.uncertainty, 0.9),
     }
     scores = Scores(m)
     if spec.kind in ("bayes", "slippery"):

@@ -15,7 +15,8 @@ from experiments.benchmarks.world_model.run import Result, Row
 _NLL = [("nll_text", "nll_text", 8, 3)]
 _ACC = [("match", "match", 6, 3), ("reward", "rew", 5, 3), ("done", "done", 5, 3), ("reward_tf", "rew_tf", 6, 3),
         ("done_tf", "done_tf", 7, 3)]
-_UNC = [("wrong", "wrong", 5, 0), ("auroc", "auroc", 5, 2)]
+_UNC = [("wrong", "wrong", 5, 0), ("auroc", "auroc", 5, 2), ("auroc_mean", "auroc_mean", 10, 2),
+        ("unc_p50", "u_p50", 6, 3), ("unc_p90", "u_p90", 6, 3)]
 COLUMNS: dict[Kind, list[tuple[str, str, int, int]]] = {
     "bayes": _NLL + [("nll_answer", "nll_ans", 7, 3), ("nll_exact", "nll_bayes", 9, 3), ("ratio", "ratio", 6, 3)]
     + _ACC,
@@ -122,8 +123,10 @@ given the true prefix; nll_bayes / nll_exact: NLL of the env's exact next-observ
 ratio = nll_text / nll_exact (1 is optimal). match: greedy next observation exactly right; rew / done:
 reward and done flag right (read after folding in the model's own greedy observation); rew_tf /
 done_tf: the same heads read after folding in the real observation instead. ol@k: open loop, the k-th observation right after k imagined steps on the
-logged actions. wrong: greedy one-step predictions that were wrong; auroc: step's disagreement as a
-score for them ('-' without both right and wrong ones). revisits / rv_match: next observations the
+logged actions. wrong: greedy one-step predictions that were wrong; auroc: step's disagreement (the model's score,
+by default its largest per-token value) as a score for them ('-' without both right and wrong ones);
+auroc_mean: the same with the mean per token (the older score); u_p50 / u_p90: median and 90th
+percentile of the step's disagreement. revisits / rv_match: next observations the
 episode had already shown, and the greedy exact match on those. data: mixed = random and expert
 episodes; rand>exp = fitted on random-agent episodes only, scored on expert episodes. model: latent
 (history latent) or lm (causal LMs over the text history); s/step: fit wall seconds per optimiser step;
