@@ -96,6 +96,7 @@ from policy.advantages.algorithms import (
     turn_rows,
 )
 from policy.advantages.config import AlgoConfig
+from policy.advantages.cut_episodes import is_cut_imagined
 from policy.dynamic_sampling import fill_with_informative_groups
 from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
@@ -377,8 +378,11 @@ def update_policy(
     """Advantages and a clipped update on the kept real and the imagined episodes. Returns the
     episodes the update trained on, and its figures (an algorithm's own first, then the learner's)."""
     imagination = parts.run.imagination
+    dreamt = imagined.trajectories
+    if parts.critic is None and parts.counterfactual is None:  # a group estimator: cut dreams score nothing
+        dreamt = [t for t in dreamt if not is_cut_imagined(t)]  # so they stay out of the loss (policy.cut_episodes)
     # Imagined rows weigh imagined_weight; with value_expansion they stay out and only shape the critic's targets.
-    trajectories, weights = policy_batch(kept, imagined.trajectories, mode=imagination.mode,
+    trajectories, weights = policy_batch(kept, dreamt, mode=imagination.mode,
                                          imagined_weight=imagination.imagined_weight)
     if not trajectories:  # empty only when dynamic sampling found no informative group
         return trajectories, {}

@@ -18,7 +18,9 @@ functions (no registry):
 
 Truncation is not termination: an episode that ``done`` ended bootstraps 0; one cut off by the turn
 cap bootstraps from the critic's value of its last next-observation (``bootstrap``). The group
-estimators compare episode scores and are unchanged by truncation.
+estimators (grpo, drgrpo, gigpo, hgpo) leave imagined episodes that were cut off (an uncertainty
+halt, the imagination horizon, a turn cap) out of their group statistics and give their rows
+advantage 0 (``policy.advantages.cut_episodes`` says why); real episodes are scored as they ended.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from policy.advantages import (
     whiten,
 )
 from policy.advantages.config import AlgoConfig
+from policy.advantages.cut_episodes import on_scored_rows, scored_mask
 from policy.advantages.fused import fuse, fused_critic_weights
 
 
@@ -55,6 +58,7 @@ class TurnRows:
     anchors: list[str]
     step_rewards: torch.Tensor  # (N,)
     episode_rewards: torch.Tensor  # (N,)
+    scored: torch.Tensor | None = None  # (N,) bool: False on rows of cut imagined episodes; None: all scored
 
     def __len__(self) -> int:
         return len(self.anchors)
@@ -83,6 +87,7 @@ def turn_rows(
         anchors=[turn.anchor_observation for turn in turns],
         step_rewards=torch.tensor([shaped(turn) for turn in turns], dtype=torch.float32),
         episode_rewards=torch.tensor([episode_scores[id(tr)] for tr in trajs], dtype=torch.float32),
+        scored=scored_mask(trajectories, [i for i, _ in row_keys]),
     )
 
 
@@ -127,8 +132,11 @@ GROUP_ESTIMATORS = {"grpo": _grpo_rows, "drgrpo": _drgrpo_rows, "gigpo": _gigpo_
 
 
 def group_baseline_token_advantages(cfg: AlgoConfig, rows: TurnRows, response_mask: torch.Tensor) -> torch.Tensor:
-    """Critic-free estimators: one scalar per row, broadcast over its action tokens. (B, L)"""
-    return broadcast_to_tokens(GROUP_ESTIMATORS[cfg.name](rows, cfg), response_mask)  # (B, L)
+    """Critic-free estimators: one scalar per row, broadcast over its action tokens. (B, L)
+
+    Rows whose ``scored`` is False (cut imagined episodes) take no part in any group and get 0.
+    """
+    return broadcast_to_tokens(on_scored_rows(GROUP_ESTIMATORS[cfg.name], rows, cfg), response_mask)  # (B, L)
 
 
 def critic_token_advantages(

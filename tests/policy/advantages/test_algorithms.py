@@ -577,3 +577,52 @@ def test_algo_config_accepts_range_ends():
             AlgoConfig(name="ppo_turn", gamma=gamma, lam=lam)
     AlgoConfig(name="hgpo", history_levels=0)
     AlgoConfig(max_resample_rounds=0)
+
+
+# --- cut imagined episodes are left out of the group statistics ------------------------------------
+def one_turn(traj_id: int, reward: float, *, source: str = "imagined", truncated: bool = False) -> Trajectory:
+    """A one-turn episode of group 0 from anchor "s0" with ``reward``; ``truncated``: cut, not done."""
+    turn = Turn(observation="s0", action="a", next_observation="next", reward=reward, done=not truncated,
+                valid=True, anchor_observation="s0")
+    return Trajectory(env_name="fake", env_kwargs={}, seed=1, group_id=0, trajectory_id=traj_id, source=source,
+                      turns=[turn], truncated=truncated)
+
+
+# A finished with 1, B finished with 0, C halted after one turn (reward 0 so far).
+CUT_GROUP = [one_turn(1, 1.0), one_turn(2, 0.0), one_turn(3, 0.0, truncated=True)]
+ONE_TOKEN = torch.ones(3, 1)
+# Left out, the group is {1, 0}: mean 1/2, sample std 1/sqrt(2), so +-1/sqrt(2) for A and B (GRPO);
+# GiGPO adds the step group {1, 0} on anchor s0, the same +-1/sqrt(2) again; HGPO's one level (t = 0)
+# uses the population std 1/2: +-1 (times weight 2 over weight 2). Had C been scored as a failure,
+# the group {1, 0, 0} would give A (1 - 1/3) / sqrt(1/3) = 1.155 under GRPO.
+R = 1 / math.sqrt(2)
+CUT_EXPECTED = {"grpo": [R, -R, 0.0], "drgrpo": [0.5, -0.5, 0.0], "gigpo": [2 * R, -2 * R, 0.0],
+                "hgpo": [1.0, -1.0, 0.0]}
+
+
+@pytest.mark.parametrize("name", sorted(CUT_EXPECTED))
+def test_a_cut_imagined_episode_is_left_out_of_its_group(name):
+    rows = turn_rows(CUT_GROUP, [(0, 0), (1, 0), (2, 0)])
+    assert rows.scored.tolist() == [True, True, False]
+    got = group_baseline_token_advantages(AlgoConfig(name=name), rows, ONE_TOKEN)[:, 0]
+    assert torch.allclose(got, torch.tensor(CUT_EXPECTED[name]), atol=1e-5), got
+    # The finished members alone give the same numbers: the cut one changed nothing.
+    alone = group_baseline_token_advantages(AlgoConfig(name=name), turn_rows(CUT_GROUP[:2], [(0, 0), (1, 0)]),
+                                            ONE_TOKEN[:2])[:, 0]
+    assert torch.allclose(got[:2], alone)
+
+
+def test_a_cut_episode_would_otherwise_pull_the_baseline_down():
+    scored_as_failure = turn_rows([CUT_GROUP[0], CUT_GROUP[1], one_turn(3, 0.0)], [(0, 0), (1, 0), (2, 0)])
+    old = group_baseline_token_advantages(AlgoConfig(name="grpo"), scored_as_failure, ONE_TOKEN)[:, 0]
+    assert math.isclose(float(old[0]), (2 / 3) / (math.sqrt(1 / 3) + 1e-6), rel_tol=1e-5)  # the bias it removes
+
+
+def test_real_truncated_episodes_and_whole_cut_groups():
+    real_cut = [one_turn(1, 1.0, source="real"), one_turn(2, 0.0, source="real", truncated=True)]
+    rows = turn_rows(real_cut, [(0, 0), (1, 0)])
+    assert rows.scored.tolist() == [True, True]  # a real episode is scored as it ended
+    all_cut = [one_turn(1, 1.0, truncated=True), one_turn(2, 0.0, truncated=True)]
+    got = group_baseline_token_advantages(AlgoConfig(name="gigpo"), turn_rows(all_cut, [(0, 0), (1, 0)]),
+                                          ONE_TOKEN[:2])
+    assert torch.equal(got, torch.zeros(2, 1))
