@@ -10,8 +10,12 @@ A dream episode starts from a real state and then lives in the model:
   observation after turn ``k``. ``collect(branches=...)`` calls it instead of replaying.
 
 Each ``step(action)`` samples the tool result with ``WorldModel.step`` and reads reward and done
-from the model's heads; see :class:`DreamEnv` for every field of the answer and the bias controls
-(``reward_penalty``, ``halt_uncertainty``, ``horizon``).
+off that sampled text with the env's own rule (``envs.text_rules``), so they always agree with it:
+an imagined ``correct`` ends the episode with reward 1 every time, as the real env would. An env
+without a rule falls back to the model's heads, which read the latent after the sampled text. See
+:class:`DreamEnv` for every field of the answer and the bias controls (``reward_penalty``,
+``halt_uncertainty``, ``horizon``). ``anchor_observation()`` applies the env's anchor rule to the
+imagined text, so GiGPO keys imagined steps as the real env keys the same observation.
 
 Randomness lives in a :class:`DreamStepper`, which owns the ``torch.Generator`` and steps every
 env that shares it with one batched ``WorldModel.step`` call per round (``collect`` finds it as the
@@ -32,6 +36,7 @@ from envs.base import EpisodeDoneError, StepResult, ensure_not_done
 from envs.registry import action_validator, make
 from envs.seeding import derive_seed_63bit
 from envs.sokoban import BOX_ON_TARGET_REWARD, FINISHED_REWARD, STEP_PENALTY
+from envs.text_rules import anchor_rule, outcome_rule
 from envs.trajectory import Trajectory
 from world_model import Predictions
 from world_model.protocol import WorldModelLike, WorldStateLike, concat_states
@@ -58,17 +63,20 @@ def default_success_reward(env: Any) -> float:
     return float(threshold)
 
 
+OUTCOMES = ("text", "model")
+"""Where a ``DreamEnv`` reads reward and done: the env's rule on the sampled text, or the model's heads."""
+
+
 class DreamStepper:
     """Steps ``DreamEnv``s that share ``model`` with one batched ``WorldModel.step`` per call.
 
     ``generator`` (on the model's device) is seeded with ``seed`` once, here, and draws every sample
-    of every env stepped through this stepper: the observation words and, unless ``greedy``, the
-    done flags. So a fresh stepper with the same seed, stepping the same envs from the same states
+    of every env stepped through this stepper: the observation words (done is never drawn; see
+    ``WorldModel.step``). So a fresh stepper with the same seed, stepping the same envs from the same states
     with the same actions in the same rounds, gives the same results. The rows of one batch share
     the generator's draws, so an env's outcome depends on which envs were stepped with it (and in
     which order); a batch of one env equals that env stepped alone from the same generator state.
-    ``greedy=True`` takes each most likely word and ``done = done_probability > 0.5`` (the
-    generator is then unused); by default done is drawn from ``done_probability``.
+    ``greedy=True`` takes each most likely word (the generator is then unused).
     """
 
     def __init__(self, model: WorldModelLike, *, seed: int = 0, greedy: bool = False) -> None:
@@ -126,23 +134,41 @@ class DreamEnv:
     ``name`` and ``max_turns`` are the real env's, so trajectories record the real env's name and a
     branch prefix counts towards the same turn budget.
 
-    ``step(action)`` answers with the sampled observation; the reward is the model's mean reward
-    ``r`` minus ``reward_penalty * u``, where ``u`` is the step's uncertainty (the ensemble's mean
-    mutual information per emitted token, ``Predictions.uncertainty``). The episode ends:
+    ``step(action)`` answers with the sampled observation; the reward is ``r`` minus
+    ``reward_penalty * u``, where ``u`` is the step's uncertainty (the ensemble's disagreement on
+    the emitted tokens, ``Predictions.uncertainty``) and ``r`` the reward the env's own outcome rule
+    gives the sampled text (``envs.text_rules``; the model's mean reward for an env without one).
 
-    - ``done`` when the model's done flag is set (drawn from its done probability, or thresholded
-      at 0.5 with ``greedy``), or when the turn count (a branch prefix included) reaches the real
-      env's ``max_turns``, as the real env ends;
+    Why the rule and not the model's reward and done heads: in these envs reward and done are
+    functions of the observation the env shows (a ``correct`` line, the player on the goal, no
+    box off target), so once the text is sampled there is nothing left to predict, and a second
+    prediction can only contradict it. Drawing done from the heads' probability independently of
+    the text let 4-9% of imagined turns say ``correct`` and go on; thresholding the heads still
+    errs where they are imperfect. Reading the text with the env's rule makes the imagined episode
+    one the real env could have produced from that text, and puts every modelling error in one
+    place, the text, where the disagreement score sees it (MBPO likewise applies each env's known
+    termination function to the predicted state). The heads' values stay in ``info``;
+    ``outcome="model"`` uses them instead (an ablation, and the fallback for an env without a rule).
+
+    The episode ends:
+
+    - ``done`` when the outcome says so (the rule's, or the heads' done probability above 0.5), or
+      when the turn count (a branch prefix included) reaches the real env's ``max_turns``, as the
+      real env ends;
     - as a truncation (``done=False``, ``info["truncated"] = True``, so a critic bootstraps) when
       ``u > halt_uncertainty`` (``info["halted"]``) or when ``horizon`` steps were imagined since the
-      start (``info["horizon_reached"]``). Halting overrides the model's done flag, whose guess is not
-      trusted there; reaching the real turn budget on that same step still ends ``done``.
+      start (``info["horizon_reached"]``). Halting overrides the outcome's done flag: the sampled text
+      is not trusted there, so an uncertain ``correct`` is cut rather than scored as a success (the
+      episode still ends on that turn); reaching the real turn budget on that same step still ends
+      ``done``.
 
     ``info``: ``valid`` (the real env's parser, ``envs.registry.action_validator``; for minishop it
     only checks the syntax, not that the page offers the action), ``success`` (ended ``done`` with
-    ``model_reward`` above ``success_reward``, default ``SUCCESS_REWARD[env_name]``, the real env's
-    rule in reward terms), ``turn``, ``imagined_steps``, ``uncertainty``, ``model_reward``,
-    ``model_done`` (the model's own flag), ``done_probability``, ``reward_std``, ``ended`` (the
+    the outcome's reward above ``success_reward``, default ``SUCCESS_REWARD[env_name]``, the real
+    env's rule in reward terms), ``turn``, ``imagined_steps``, ``uncertainty``, ``outcome_from``
+    (``"text"`` or ``"model"``), ``text_reward`` / ``text_done`` (the outcome read, before the
+    penalty), ``model_reward``, ``model_done`` (the heads' own values, kept for diagnostics),
+    ``done_probability``, ``reward_std``, ``ended`` (the
     text closed within the word cap), ``truncated``, ``halted``, ``horizon_reached``; the latest
     step's info stays readable as ``last_info`` (``{}`` before the first step). The model is
     trusted on everything else: a malformed action is answered by whatever the model predicts.
@@ -167,6 +193,7 @@ class DreamEnv:
         halt_uncertainty: float | None = None,
         horizon: int | None = None,
         success_reward: float | None = None,
+        outcome: str = "text",
     ) -> None:
         self.env_kwargs = dict(env_kwargs or {})
         self._real = make(env_name, **self.env_kwargs)  # checks name and options; gives the budget
@@ -203,6 +230,12 @@ class DreamEnv:
             success_reward = default_success_reward(self._real)
         self.success_reward = float(success_reward)
         self._is_valid = action_validator(self.name, self.env_kwargs)
+        self._anchor_rule = anchor_rule(self.name, self.env_kwargs)
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+        self.outcome = outcome
+        self._outcome_rule = outcome_rule(self.name, self.env_kwargs) if outcome == "text" else None
+        self._anchor = ""  # the anchor of the current state (env's rule on the texts so far)
         self._state: WorldStateLike | None = None
         self._turn = 0  # turns of the episode, a branch prefix included
         self._imagined = 0  # turns imagined since the start
@@ -215,7 +248,7 @@ class DreamEnv:
         observation = self._real.reset(seed)
         if self._private:
             self.batch_stepper.reseed(derive_seed_63bit(self.seed, "reset", int(seed)))
-        self._begin(self.batch_stepper.fold(observation), turn=0)
+        self._begin(self.batch_stepper.fold(observation), turn=0, anchor=self._first_anchor(observation))
         return observation
 
     def start_from(self, trajectory: Trajectory, k: int) -> str:
@@ -242,12 +275,31 @@ class DreamEnv:
         state = self.batch_stepper.fold(first, turns)
         if self._private:
             self.batch_stepper.reseed(derive_seed_63bit(self.seed, "branch", trajectory.seed, first, turns))
-        self._begin(state, turn=k)
+        anchor = self._first_anchor(first)
+        for _, observation in turns:
+            anchor = self._next_anchor(anchor, observation)
+        self._begin(state, turn=k, anchor=anchor)
         return prefix[-1].next_observation if prefix else first
 
-    def _begin(self, state: WorldStateLike, turn: int) -> None:
+    def _begin(self, state: WorldStateLike, turn: int, anchor: str) -> None:
         self._state, self._turn, self._imagined, self._done = state, turn, 0, False
+        self._anchor = anchor
         self.last_info = {}
+
+    # --- anchors --------------------------------------------------------------------------------------
+    def anchor_observation(self) -> str:
+        """The key GiGPO groups the current state on: the env's own anchor rule applied to the
+        episode's texts (real ones up to the start, imagined ones after), the observation itself for
+        an env without a rule."""
+        if self._state is None:
+            raise RuntimeError(f"{self.name} (dream): no episode; call reset(seed) or start_from() first")
+        return self._anchor
+
+    def _first_anchor(self, observation: str) -> str:
+        return observation if self._anchor_rule is None else self._anchor_rule(observation, observation)
+
+    def _next_anchor(self, anchor: str, observation: str) -> str:
+        return observation if self._anchor_rule is None else self._anchor_rule(anchor, observation)
 
     # --- stepping ---------------------------------------------------------------------------------
     def step(self, action: str) -> StepResult:
@@ -267,18 +319,28 @@ class DreamEnv:
         uncertainty = float(predictions.uncertainty[row])
         model_reward = float(predictions.reward[row])
         model_done = bool(predictions.done[row])
+        observation = predictions.observations[row]
+        before, self._anchor = self._anchor, self._next_anchor(self._anchor, observation)
+        if self._outcome_rule is None:
+            text_reward, text_done = model_reward, model_done
+        else:
+            outcome = self._outcome_rule(before, observation)
+            text_reward, text_done = float(outcome.reward), bool(outcome.done)
         out_of_turns = self._turn >= self.max_turns
         halted = self.halt_uncertainty is not None and uncertainty > self.halt_uncertainty
-        done = out_of_turns or (model_done and not halted)
+        done = out_of_turns or (text_done and not halted)
         horizon_reached = self.horizon is not None and self._imagined >= self.horizon
         truncated = not done and (halted or horizon_reached)
         self._done = done or truncated
         info = {
             "valid": bool(self._is_valid(action)),
-            "success": done and model_reward > self.success_reward,
+            "success": done and text_reward > self.success_reward,
             "turn": self._turn,
             "imagined_steps": self._imagined,
             "uncertainty": uncertainty,
+            "outcome_from": "model" if self._outcome_rule is None else "text",
+            "text_reward": text_reward,
+            "text_done": text_done,
             "model_reward": model_reward,
             "model_done": model_done,
             "done_probability": float(predictions.done_probability[row]),
@@ -288,9 +350,9 @@ class DreamEnv:
             "halted": truncated and halted,
             "horizon_reached": truncated and horizon_reached and not halted,
         }
-        reward = model_reward - self.reward_penalty * uncertainty
+        reward = text_reward - self.reward_penalty * uncertainty
         self.last_info = info
-        return StepResult(predictions.observations[row], reward, done, info)
+        return StepResult(observation, reward, done, info)
 
     @property
     def world_state(self) -> WorldStateLike:
@@ -311,7 +373,7 @@ class DreamEnvFactory:
     For ``collect(agent, factory, env_kwargs=env_kwargs, source="imagined", ...)``: every env of the
     call is stepped in one batched ``WorldModel.step`` per round, all drawing from the stepper's
     generator seeded with ``seed``; ``options`` go to each ``DreamEnv`` (``reward_penalty``,
-    ``halt_uncertainty``, ``horizon``, ``success_reward``). Use a fresh factory (or
+    ``halt_uncertainty``, ``horizon``, ``success_reward``, ``outcome``). Use a fresh factory (or
     ``stepper.reseed``) per collect call for reproducible calls.
     """
 

@@ -227,9 +227,13 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
     ) -> tuple[WorldState, Predictions]:
         """Imagine one turn per row: sample the outcome text, fold it in, predict reward and done.
 
-        ``generator`` (on the model's device) draws every sample, the text's words and the done
-        flag, so equal generator states give equal results. ``greedy`` takes the most likely word
-        and ``done = done_probability > 0.5`` instead, and leaves ``generator`` untouched.
+        ``generator`` (on the model's device) draws every sample (the text's words), so equal
+        generator states give equal results. ``greedy`` takes the most likely word instead and
+        leaves ``generator`` untouched.
+
+        Done is ``done_probability > 0.5``, never drawn: the heads read the latent after the sampled
+        text, so the outcome's chance has already been drawn once, in the text; a second, independent
+        draw would let a text that ends the episode go on (and the reverse).
         """
         self._check_rows(states, actions, "actions")
         tk = self.tokenizer
@@ -256,10 +260,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         rewards, done_logits = self.dynamics.outcome(latent)  # (K, B), (K, B)
         done_probs = torch.sigmoid(done_logits)  # (K, B)
         done_probability = done_probs.mean(dim=0)  # (B,)
-        if greedy:
-            done = done_probability > 0.5  # (B,)
-        else:
-            done = torch.bernoulli(done_probability, generator=generator).bool()  # (B,)
+        done = done_probability > 0.5  # (B,): decided by the sampled text, not drawn again
         observations = [tk.decode(r) for r in results]
         predictions = Predictions(
             observations=observations,

@@ -51,7 +51,7 @@ class Predictions:
     observations: list[str]  # (B,) the sampled next observation (tool result) text
     reward: torch.Tensor  # (B,) mean predicted reward
     done_probability: torch.Tensor  # (B,) mean predicted probability that the episode ended
-    done: torch.Tensor  # (B,) bool: drawn from done_probability, or done_probability > 0.5 when greedy
+    done: torch.Tensor  # (B,) bool: done_probability > 0.5 (the heads read the latent after the sampled text)
     uncertainty: torch.Tensor  # (B,) the emitted tokens' mutual information, pooled (max or mean) by the config (nats)
     reward_std: torch.Tensor  # (B,) members' standard deviation of the reward
     done_std: torch.Tensor  # (B,) members' standard deviation of the done probability

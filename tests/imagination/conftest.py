@@ -69,6 +69,13 @@ class Steps:
 
 
 @pytest.fixture
+def model_outcomes(monkeypatch):
+    """Every ``DreamEnv`` of the test reads reward and done from the model's heads (as for an env
+    without text rules), so a test can fix them through ``model.step``'s predictions."""
+    monkeypatch.setattr("imagination.dream_env.outcome_rule", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
 def patch_steps(monkeypatch):
     """``patch_steps(model, **overrides) -> Steps``, installed as ``model.step`` for one test."""
 

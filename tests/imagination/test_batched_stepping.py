@@ -38,9 +38,9 @@ def test_one_model_step_per_round_for_all_envs(hn_model, patch_steps):
 
 
 def test_rounds_shrink_as_episodes_end(hn_model, patch_steps):
-    steps = patch_steps(hn_model)  # the model's own done draws: episodes end at different turns
+    steps = patch_steps(hn_model, done=lambda b: torch.arange(b) == 0)  # the first env of each round ends
     agent = ScriptedAgent(guess_by_turn)
-    factory = DreamEnvFactory(hn_model, "hidden_number", seed=0)
+    factory = DreamEnvFactory(hn_model, "hidden_number", seed=0, outcome="model")
     collect(agent, factory, group_size=4, n_groups=2, seed=5, source="imagined", progress=False)
     assert steps.batch_sizes == agent.batch_sizes  # one call per round, with every episode still running
     assert len(set(steps.batch_sizes)) > 1

@@ -25,7 +25,7 @@ def test_the_reward_is_the_model_reward_minus_lambda_times_the_uncertainty(hn_mo
         uncertainty=lambda b: torch.full((b,), next(uncertainties)),
         done=False,
     )
-    env = DreamEnv(hn_model, "hidden_number", seed=0, reward_penalty=0.4)
+    env = DreamEnv(hn_model, "hidden_number", seed=0, reward_penalty=0.4, outcome="model")
     env.reset(0)
     for r, u in [(0.75, 0.2), (-0.5, 0.0), (0.125, 1.5)]:
         result = env.step("guess(8)")
@@ -34,11 +34,13 @@ def test_the_reward_is_the_model_reward_minus_lambda_times_the_uncertainty(hn_mo
         assert result.reward == pytest.approx(r - 0.4 * u)
 
 
-def test_no_penalty_leaves_the_model_reward(hn_model):
-    env = DreamEnv(hn_model, "hidden_number", seed=0)
-    env.reset(0)
-    result = env.step("guess(8)")
-    assert result.reward == result.info["model_reward"] and result.info["uncertainty"] > 0
+def test_no_penalty_leaves_the_outcomes_reward(hn_model):
+    for outcome, key in (("text", "text_reward"), ("model", "model_reward")):
+        env = DreamEnv(hn_model, "hidden_number", seed=0, outcome=outcome)
+        env.reset(0)
+        result = env.step("guess(8)")
+        assert result.reward == result.info[key] and result.info["uncertainty"] > 0
+        assert result.info["outcome_from"] == outcome
 
 
 def test_halting_fires_when_the_uncertainty_exceeds_the_threshold(hn_model, patch_steps):
@@ -97,7 +99,7 @@ def test_the_horizon_truncates_after_h_imagined_steps(hn_model, patch_steps):
 
 def test_a_model_done_before_the_horizon_ends_done(hn_model, patch_steps):
     patch_steps(hn_model, done=True, reward=1.0, uncertainty=0.0)
-    env = DreamEnv(hn_model, "hidden_number", seed=0, horizon=1)
+    env = DreamEnv(hn_model, "hidden_number", seed=0, horizon=1, outcome="model")
     env.reset(0)
     result = env.step("guess(8)")
     assert result.done and result.info["success"] and not result.info["truncated"]

@@ -48,7 +48,7 @@ def test_reset_gives_the_real_first_observation_and_steps_answer_like_an_env(nam
     info = result.info
     assert info["valid"] is True and info["turn"] == 1 and info["imagined_steps"] == 1
     assert math.isfinite(info["uncertainty"]) and info["uncertainty"] >= 0
-    assert result.reward == info["model_reward"]  # no penalty by default
+    assert result.reward == info["text_reward"]  # no penalty by default; the env's rule on the text
     for key in ("success", "model_done", "truncated", "halted", "horizon_reached", "ended"):
         assert isinstance(info[key], bool), key
 
@@ -115,7 +115,7 @@ def test_a_cap_below_the_env_budget_truncates(name, models, patch_steps):
 
 def test_a_model_done_ends_the_episode_done_and_success_follows_the_reward(hn_model, patch_steps):
     patch_steps(hn_model, done=True, reward=1.0)
-    env = DreamEnv(hn_model, "hidden_number", seed=0)
+    env = DreamEnv(hn_model, "hidden_number", seed=0, outcome="model")
     env.reset(0)
     result = env.step("guess(8)")
     assert result.done and result.info["success"] and result.reward == 1.0
@@ -127,7 +127,7 @@ def test_a_model_done_ends_the_episode_done_and_success_follows_the_reward(hn_mo
 
 def test_sokoban_success_needs_the_finishing_reward(patch_steps):
     model = tiny_model("sokoban")
-    env = DreamEnv(model, "sokoban", seed=0)
+    env = DreamEnv(model, "sokoban", seed=0, outcome="model")
     for reward, success in [(10.9, True), (0.9, False), (-0.1, False)]:
         patch_steps(model, done=True, reward=reward)
         env.reset(0)

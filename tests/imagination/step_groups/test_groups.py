@@ -106,7 +106,7 @@ def test_a_group_is_the_real_action_and_g_siblings_from_the_real_states_latent(m
             assert torch.allclose(latents[4 * r + i], reference, atol=1e-5)
 
 
-def test_values_are_the_imagined_return_plus_the_critic_where_cut_off(monkeypatch):
+def test_values_are_the_imagined_return_plus_the_critic_where_cut_off(monkeypatch, model_outcomes):
     model, states = tiny_model("hidden_number"), real_states()
     fix_outcomes(model, monkeypatch, [])
     groups = imagine_counterfactual_groups(
@@ -128,7 +128,7 @@ def test_values_are_the_imagined_return_plus_the_critic_where_cut_off(monkeypatc
     assert all(m.truncated for members in groups.members for m in members)
 
 
-def test_every_member_with_the_same_value_gives_a_zero_step_advantage(monkeypatch):
+def test_every_member_with_the_same_value_gives_a_zero_step_advantage(monkeypatch, model_outcomes):
     from imagination.step_groups.advantages import counterfactual_step_advantages
 
     model, states = tiny_model("hidden_number"), real_states()
