@@ -153,3 +153,73 @@ def test_same_seed_same_episode_other_seeds_differ(name, models):
     assert episode(DreamEnv(models[name], name, budget, seed=0)) == first
     others = {episode(DreamEnv(models[name], name, budget, seed=s)) for s in (1, 2)}
     assert others != {first}
+
+
+ANCHOR_VARIANTS = [("hidden_number", {}), ("hidden_number", {"observation": "transcript"}), ("frozen_lake", {}),
+                   ("sokoban", {}), ("minishop", {})]
+
+
+@pytest.mark.parametrize(("name", "kwargs"), ANCHOR_VARIANTS)
+def test_the_anchor_path_gives_the_real_envs_anchors(name, kwargs, models):
+    """Real episodes (expert, random and malformed actions) fed through ``start_from``: at every turn
+    the dream's anchor is the one the real env recorded."""
+    from envs import ExpertAgent
+
+    real = collect(ExpertAgent(), name, env_kwargs=kwargs, group_size=1, n_groups=4, seed=3, progress=False)
+    real += collect(Sloppy(5), name, env_kwargs=kwargs, group_size=1, n_groups=4, seed=9, progress=False)
+    assert any(not turn.valid for t in real for turn in t.turns)
+    env = DreamEnv(models[name], name, kwargs, seed=0)
+    checked = 0
+    for trajectory in real:
+        for k, turn in enumerate(trajectory.turns):
+            if any(t.done for t in trajectory.turns[:k]):
+                break
+            env.start_from(trajectory, k)
+            assert env.anchor_observation() == turn.anchor_observation, (name, k)
+            checked += 1
+    assert checked >= 8
+    assert env.reset(4) == make(name, **kwargs).reset(4) and env.anchor_observation() == _real_anchor(name, kwargs, 4)
+
+
+def _real_anchor(name, kwargs, seed):
+    real = make(name, **kwargs)
+    real.reset(seed)
+    return real.anchor_observation()
+
+
+def test_imagined_text_moves_the_anchor_by_the_envs_rule(hn_model, patch_steps):
+    import itertools
+
+    texts = itertools.chain(["guess 8 : lower", "invalid action . call guess ( k ) with k in 1 . . 16"],
+                            itertools.repeat("guess 4 : higher"))
+    patch_steps(hn_model, observations=lambda b: [next(texts)] * b, uncertainty=0.0)
+    env = DreamEnv(hn_model, "hidden_number", seed=0)
+    env.reset(0)
+    assert env.anchor_observation() == "find the hidden number in 1 .. 16 . call guess(k)"
+    anchors = []
+    for action in ("guess(8)", "guess(x)", "guess(4)"):
+        env.step(action)
+        anchors.append(env.anchor_observation())
+    assert anchors == ["guess 8 : lower", "guess 8 : lower", "guess 8 : lower\nguess 4 : higher"]
+    collected = collect(GuessFour(), DreamEnvFactory(hn_model, "hidden_number", seed=0, horizon=2), group_size=1,
+                        group_seeds=[0], source="imagined", progress=False)
+    # collect records the dream's anchors, as it records a real env's
+    assert [t.anchor_observation for t in collected[0].turns] == [
+        "find the hidden number in 1 .. 16 . call guess(k)", "guess 4 : higher"]
+
+
+class Sloppy:
+    """Random well-formed actions, every third turn a malformed one."""
+
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+
+    def act(self, views):
+        return ["junk" if len(v.turns) % 3 == 1 else v.env.random_action(self.rng) for v in views]
+
+
+class GuessFour:
+    def act(self, views):
+        return ["guess(4)" for _ in views]
