@@ -1,0 +1,76 @@
+"""The scale of the world model's disagreement score, pooled by its largest token and by its mean.
+
+    python -m experiments.benchmarks.disagreement_scale [--env hidden_number] [--env-kwargs JSON]
+        [--episodes 128] [--steps 300] [--seed 0]
+
+Fits the ``model_based`` preset's world model (latent 64, three members, one 32-wide decoder layer)
+on random and expert episodes of the env, then samples one imagined step (``WorldModel.step``, as
+``DreamEnv`` does) from the true history before every turn of held-out random and expert episodes,
+and prints quantiles of the step's disagreement under both poolings (``max``, the default, and
+``mean``, the older score) and the share of steps above a few thresholds. Both poolings score the
+same sampled words (the generator is reseeded; pooling does not change what is drawn). The presets'
+``halt_uncertainty`` and ``reward_penalty`` are set from these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+import torch
+
+from envs import ExpertAgent, RandomAgent, collect
+from experiments.benchmarks.world_model.scoring import history_states
+from world_model import TurnTokenizer, WorldModel, WorldModelConfig
+from world_model.lightning_module import fit_world_model
+
+PRESET = {"latent_size": 64, "num_members": 3,
+          "decoder": {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 4}}
+QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
+
+
+def episodes(env: str, kwargs: dict, count: int, seed: int) -> list:
+    half = count // 2
+    return (collect(RandomAgent(seed), env, env_kwargs=kwargs, group_size=1, n_groups=half, seed=seed, progress=False)
+            + collect(ExpertAgent(), env, env_kwargs=kwargs, group_size=1, n_groups=count - half, seed=seed + 1,
+                      progress=False))
+
+
+def step_scores(model: WorldModel, held_out: Sequence, pooling: str, seed: int) -> torch.Tensor:
+    """``(R,)`` the disagreement of one sampled step from every held-out state, pooled by ``pooling``."""
+    states, _ = history_states(model, held_out)
+    actions = [turn.action for t in held_out for turn in t.turns]
+    model.config.disagreement = pooling
+    _, predictions = model.step(states, actions, generator=torch.Generator().manual_seed(seed))
+    return predictions.uncertainty
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="hidden_number")
+    p.add_argument("--env-kwargs", default='{"n": 5, "max_turns": 3, "observation": "transcript"}',
+                   help="JSON; the default is the learning_check task the model_based preset runs")
+    p.add_argument("--episodes", type=int, default=128, help="training episodes (as many again held out)")
+    p.add_argument("--steps", type=int, default=300, help="fit steps (a run's first fit)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    kwargs = json.loads(args.env_kwargs)
+    tokenizer = TurnTokenizer.for_env(args.env, kwargs)
+    model = WorldModel(WorldModelConfig.for_tokenizer(tokenizer, **PRESET), tokenizer, seed=args.seed)
+    train = episodes(args.env, kwargs, args.episodes, args.seed)
+    held_out = episodes(args.env, kwargs, args.episodes, args.seed + 1000)
+    fit_world_model(train, [], model, max_steps=args.steps, batch_size=16, lr=1e-3, seed=args.seed)
+    model.eval()
+    scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in ("max", "mean")}
+    print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps")
+    print("pooling " + " ".join(f"p{round(q * 100):>2}".rjust(8) for q in QUANTILES) + "  share > 0.03, 0.1, 0.3")
+    for pooling, u in scores.items():
+        qs = torch.quantile(u.double(), torch.tensor(QUANTILES, dtype=torch.double))
+        shares = [float((u > t).float().mean()) for t in (0.03, 0.1, 0.3)]
+        print(f"{pooling:<7} " + " ".join(f"{float(q):8.4f}" for q in qs) + "  " + " ".join(f"{s:.2f}" for s in shares))
+    return scores
+
+
+if __name__ == "__main__":
+    main()
