@@ -206,7 +206,8 @@ def real_transition_uncertainty(
     world_model: WorldModelLike, states: Sequence[tuple[Trajectory, int]]
 ) -> torch.Tensor:
     """``(R,)`` how unsure the world model is at each real state: its ensemble's disagreement
-    (``WorldModel.disagreement``, mean mutual information per token) about the outcome that really
+    (``WorldModel.disagreement``, the members' mutual information pooled over the tokens by the
+    model's ``disagreement`` option, by default the largest) about the outcome that really
     followed the real action there, teacher-forced on the latent of the real history before it.
 
     Histories are folded in rounds, one batched ``observe`` per turn depth over all trajectories.

@@ -65,8 +65,9 @@ class CounterfactualConfig:
     ``imagination.imagined_weight``."""
     fallback_uncertainty: Optional[float] = None  # noqa: UP045 (OmegaConf structured configs want Optional)
     """Use GiGPO's exact-match step group instead at a real step whose transition the world model
-    finds more uncertain than this (the ensemble's mean mutual information per token of the real
-    outcome, the unit of ``imagination.halt_uncertainty``). None: never."""
+    finds more uncertain than this (the ensemble's mutual information on the real outcome's tokens,
+    pooled by ``world_model.disagreement``, by default the largest: the unit of
+    ``imagination.halt_uncertainty``). None: never."""
     critic_fit_steps: int = 20
     """Optimiser steps per iteration of the latent critic on recent real episodes' returns."""
     critic_batch_size: int = 64
