@@ -9,7 +9,8 @@ on random and expert episodes of the env, then samples one imagined step (``Worl
 and prints quantiles of the step's disagreement under both poolings (``max``, the default, and
 ``mean``, the older score) and the share of steps above a few thresholds. Both poolings score the
 same sampled words (the generator is reseeded; pooling does not change what is drawn). The presets'
-``halt_uncertainty`` and ``reward_penalty`` are set from these figures.
+``halt_uncertainty`` and ``reward_penalty`` are set from these figures. Last, each pooling's AUROC
+as a score for a wrong greedy one-step prediction (the world-model benchmark's ``auroc``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Sequence
 import torch
 
 from envs import ExpertAgent, RandomAgent, collect
-from experiments.benchmarks.world_model.scoring import history_states
+from experiments.benchmarks.world_model.metrics import auroc
+from experiments.benchmarks.world_model.scoring import greedy_step, history_states, normalised
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
 
@@ -69,6 +71,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
         qs = torch.quantile(u.double(), torch.tensor(QUANTILES, dtype=torch.double))
         shares = [float((u > t).float().mean()) for t in (0.03, 0.1, 0.3)]
         print(f"{pooling:<7} " + " ".join(f"{float(q):8.4f}" for q in qs) + "  " + " ".join(f"{s:.2f}" for s in shares))
+    states, _ = history_states(model, held_out)
+    actions = [turn.action for t in held_out for turn in t.turns]
+    wanted = normalised(tokenizer, [turn.next_observation for t in held_out for turn in t.turns])
+    line = []
+    for pooling in ("max", "mean"):
+        model.config.disagreement = pooling
+        _, greedy = greedy_step(model, states, actions)
+        wrong = [p != w for p, w in zip(greedy.observations, wanted, strict=True)]
+        line.append(f"{pooling} {auroc(greedy.uncertainty.tolist(), wrong):.3f}")
+    print(f"AUROC for a wrong greedy step ({sum(wrong)} wrong of {len(wrong)}): " + ", ".join(line))
     return scores
 
 
