@@ -380,7 +380,7 @@ def update_policy(
     imagination = parts.run.imagination
     dreamt = imagined.trajectories
     if parts.critic is None and parts.counterfactual is None:  # a group estimator: cut dreams score nothing
-        dreamt = [t for t in dreamt if not is_cut_imagined(t)]  # so they stay out of the loss (policy.cut_episodes)
+        dreamt = [t for t in dreamt if not is_cut_imagined(t)]  # so they stay out of the loss (policy.advantages.cut_episodes)
     # Imagined rows weigh imagined_weight; with value_expansion they stay out and only shape the critic's targets.
     trajectories, weights = policy_batch(kept, dreamt, mode=imagination.mode,
                                          imagined_weight=imagination.imagined_weight)

@@ -2,8 +2,8 @@
 
 import math
 
-import torch
 import pytest
+import torch
 import torch.nn.functional as F
 
 from world_model.losses import done_bce, regression_mse, token_nll
