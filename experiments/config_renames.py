@@ -44,8 +44,10 @@ RENAMED: dict[str, dict[str, tuple[str, str]]] = {
 
 def added_keys() -> dict[str, dict[str, Any]]:
     """group -> keys added since, with the value that reproduces what a run recorded without them did
-    (a record without ``world_model.name`` was written when the latent model was the only one)."""
-    return {"world_model": {"name": "latent", "lm": asdict(LMOptions())}}
+    (a record without ``world_model.name`` was written when the latent model was the only one; one
+    without ``world_model.disagreement`` pooled the disagreement by its mean, so resuming it under
+    today's default is reported as a difference: pass ``world_model.disagreement=mean``)."""
+    return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "disagreement": "mean"}}
 
 
 def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:

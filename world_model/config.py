@@ -83,11 +83,12 @@ class WorldModelOptions:
     """Words kept of each action; None uses the env's own cap."""
     disagreement: str = "max"
     """How an observation's per-token disagreement becomes one score: ``max`` (its largest token,
-    the same scale on short and long observations) or ``mean`` (the mean per token, the older score)."""
+    the same scale on short and long observations), ``mean`` (the mean per token, the older score)
+    or ``sum`` (the total, unchanged by agreed tokens; see ``world_model.disagreement_score``)."""
 
     def __post_init__(self) -> None:
-        if self.disagreement not in ("max", "mean"):
-            raise ValueError(f"world_model.disagreement must be 'max' or 'mean', got {self.disagreement!r}")
+        if self.disagreement not in ("max", "mean", "sum"):
+            raise ValueError(f"world_model.disagreement must be 'max', 'mean' or 'sum', got {self.disagreement!r}")
         if self.name not in WORLD_MODELS:
             raise ValueError(f"world_model.name must be one of {WORLD_MODELS}, got {self.name!r}")
         if isinstance(self.lm, dict):

@@ -12,13 +12,16 @@ the result (an imagined step's halt, its reward penalty, the fallback of counter
 - ``"mean"``: the mean over the tokens, the score used before. The same single doubtful token
   scores ``u / n`` in an ``n``-token observation, so its scale shrinks with the observation's
   length and a threshold tuned on one env means something else on another.
+- ``"sum"``: the total over the tokens, the disagreement about the whole observation (nats). Tokens
+  the members agree on add nothing, so padding leaves it unchanged; two doubtful tokens score twice
+  one (a repeated pattern counts again).
 """
 
 from __future__ import annotations
 
 import torch
 
-SCORES = ("max", "mean")
+SCORES = ("max", "mean", "sum")
 """The names ``row_score`` accepts."""
 
 
@@ -40,6 +43,8 @@ def row_score(per_token: torch.Tensor, mask: torch.Tensor, score: str) -> torch.
         return per_token.new_zeros(per_token.shape[0])
     if score == "max":  # per-token values are >= 0, so a masked 0 changes no maximum
         return (per_token * mask).amax(dim=-1)  # (B,)
+    if score == "sum":
+        return (per_token * mask).sum(-1)  # (B,)
     return (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)  # (B,)
 
 
@@ -54,5 +59,7 @@ def scattered_score(per_token: torch.Tensor, rows: torch.Tensor, num_rows: int, 
     if score == "max":  # per-token values are >= 0, so starting from 0 changes no maximum
         return zeros.scatter_reduce(0, rows, per_token, reduce="amax", include_self=True)
     total = zeros.index_add(0, rows, per_token)  # (B,)
+    if score == "sum":
+        return total
     count = torch.bincount(rows, minlength=num_rows).clamp(min=1)  # (B,)
     return total / count

@@ -7,7 +7,7 @@ Fits the ``model_based`` preset's world model (latent 64, three members, one 32-
 on random and expert episodes of the env, then samples one imagined step (``WorldModel.step``, as
 ``DreamEnv`` does) from the true history before every turn of held-out random and expert episodes,
 and prints quantiles of the step's disagreement under both poolings (``max``, the default, and
-``mean``, the older score) and the share of steps above a few thresholds. Both poolings score the
+``mean``, the older score, and ``sum``) and the share of steps above a few thresholds. Both poolings score the
 same sampled words (the generator is reseeded; pooling does not change what is drawn). The presets'
 ``halt_uncertainty`` and ``reward_penalty`` are set from these figures. Last, each pooling's AUROC
 as a score for a wrong greedy one-step prediction (the world-model benchmark's ``auroc``).
@@ -25,6 +25,7 @@ from envs import ExpertAgent, RandomAgent, collect
 from experiments.benchmarks.world_model.metrics import auroc
 from experiments.benchmarks.world_model.scoring import greedy_step, history_states, normalised
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
+from world_model.disagreement_score import SCORES
 from world_model.lightning_module import fit_world_model
 
 PRESET = {"latent_size": 64, "num_members": 3,
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     held_out = episodes(args.env, kwargs, args.episodes, args.seed + 1000)
     fit_world_model(train, [], model, max_steps=args.steps, batch_size=16, lr=1e-3, seed=args.seed)
     model.eval()
-    scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in ("max", "mean")}
+    scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in SCORES}
     print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps")
     print("pooling " + " ".join(f"p{round(q * 100):>2}".rjust(8) for q in QUANTILES) + "  share > 0.03, 0.1, 0.3")
     for pooling, u in scores.items():
@@ -75,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     actions = [turn.action for t in held_out for turn in t.turns]
     wanted = normalised(tokenizer, [turn.next_observation for t in held_out for turn in t.turns])
     line = []
-    for pooling in ("max", "mean"):
+    for pooling in SCORES:
         model.config.disagreement = pooling
         _, greedy = greedy_step(model, states, actions)
         wrong = [p != w for p, w in zip(greedy.observations, wanted, strict=True)]

@@ -127,6 +127,9 @@ def test_a_checkpoints_flat_config_record_upgrades_to_the_nested_one():
                            "feature_size": 128, "conv_layers": 2, "model_size": 64, "num_layers": 2, "num_heads": 4,
                            "latent_slots": 8, "max_observation_words": None, "max_action_words": None}}
     assert config_differences(old, current)  # the flat record alone differs
+    # It also predates world_model.disagreement, so it ran with the mean per token: that one key differs.
+    assert config_differences(upgrade_record(old), current) == ["world_model.disagreement"]
+    current = config_record(validate(compose_train(["critic=latent", "world_model.disagreement=mean"])))
     assert config_differences(upgrade_record(old), current) == []
     assert upgrade_record(upgrade_record(old)) == upgrade_record(old) == current
     changed = {**old, "critic": {**old["critic"], "latent_embed_size": 16}}

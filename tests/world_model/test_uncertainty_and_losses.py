@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from world_model.disagreement_score import row_score, scattered_score
 from world_model.losses import done_bce, regression_mse, token_nll
 from world_model.uncertainty import entropy, member_std, mutual_information
 
@@ -57,7 +58,6 @@ def test_reward_and_done_losses_per_member():
 
 
 # --- pooling per-token disagreement into one score per observation ---------------------------------
-from world_model.disagreement_score import row_score, scattered_score  # noqa: E402
 
 
 def _padded_and_repeated(pattern: list[float], length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,11 +82,20 @@ def test_the_max_score_is_the_same_at_every_observation_length():
     assert math.isclose(float(mean60[0]), 0.33 / 60, rel_tol=1e-5)
 
 
+def test_the_sum_ignores_agreed_tokens_and_counts_each_doubtful_one():
+    pattern = [0.01, 0.3, 0.02]  # total 0.33
+    for n in (3, 12, 60):
+        padded, repeated = row_score(*_padded_and_repeated(pattern, n), "sum")
+        assert math.isclose(float(padded), 0.33, rel_tol=1e-5)  # agreed padding adds nothing
+        assert math.isclose(float(repeated), 0.33 * n / 3, rel_tol=1e-5)  # each repeat is more doubt
+
+
 def test_flat_tokens_pool_like_rows_and_an_empty_row_scores_zero():
     values = torch.tensor([0.2, 0.05, 0.4, 0.1, 0.0])  # (N,)
     rows = torch.tensor([0, 0, 2, 2, 2])  # row 1 wrote nothing
     assert torch.allclose(scattered_score(values, rows, 3, "max"), torch.tensor([0.2, 0.0, 0.4]))
     assert torch.allclose(scattered_score(values, rows, 3, "mean"), torch.tensor([0.125, 0.0, 0.5 / 3]))
+    assert torch.allclose(scattered_score(values, rows, 3, "sum"), torch.tensor([0.25, 0.0, 0.5]))
     with pytest.raises(ValueError, match="score"):
         row_score(values[None], torch.ones(1, 5), "median")
 
