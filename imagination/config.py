@@ -49,11 +49,11 @@ class ImaginationConfig:
     estimators bootstrap there. None: play until the model says done or the env's turn budget."""
     reward_penalty: float = 0.0
     """lambda of the uncertainty penalty: an imagined turn's reward is r - lambda * u, u the step's
-    disagreement on its most doubtful token (``world_model.disagreement``; 0 to ln K nats). The
-    ``reward_penalty`` control uses 2 (a median u of about 0.02 on the model_based task)."""
+    disagreement summed over its observation's tokens (``world_model.disagreement``, nats). The
+    ``reward_penalty`` control uses 1 (a median u of about 0.04 on the model_based task)."""
     halt_uncertainty: float | None = None
     """Stop an imagined episode (as a truncation) once a step's uncertainty exceeds this. None: off.
-    The ``halt_uncertainty`` control uses 0.15, about the 90th percentile of u on the model_based task."""
+    The ``halt_uncertainty`` control uses 0.25, about the 90th percentile of u on the model_based task."""
     start_share: float = 0.5
     """Share of branch points at the start of a real episode (turn 0); the rest are drawn uniformly
     over the later turns of recent real episodes that had not ended there."""

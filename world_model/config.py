@@ -81,10 +81,11 @@ class WorldModelOptions:
     """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
     max_action_words: int | None = None
     """Words kept of each action; None uses the env's own cap."""
-    disagreement: str = "max"
-    """How an observation's per-token disagreement becomes one score: ``max`` (its largest token,
-    the same scale on short and long observations), ``mean`` (the mean per token, the older score)
-    or ``sum`` (the total, unchanged by agreed tokens; see ``world_model.disagreement_score``)."""
+    disagreement: str = "sum"
+    """How an observation's per-token disagreement becomes one score: ``sum`` (the total, which
+    tokens the members agree on leave unchanged, so the same scale on short and long observations),
+    ``max`` (its largest token) or ``mean`` (the mean per token, the older score, which shrinks on
+    long observations); see ``world_model.disagreement_score``."""
 
     def __post_init__(self) -> None:
         if self.disagreement not in ("max", "mean", "sum"):

@@ -102,7 +102,7 @@ class EnsembleDynamics(nn.Module):
         generator: torch.Generator | None,
         greedy: bool = False,
         use_cache: bool = True,
-        score: str = "max",
+        score: str = "sum",
     ) -> GeneratedText:
         """Sample up to ``max_words`` words and ``</s>`` per row from the mixture of the members.
 
@@ -116,8 +116,8 @@ class EnsembleDynamics(nn.Module):
         ``forward`` over the whole prefix per word, the reference the cached path is tested
         against (same logits up to float rounding, so the same words).
 
-        ``score`` pools each row's per-token disagreement (``disagreement_score``: ``"max"`` or
-        ``"mean"``).
+        ``score`` pools each row's per-token disagreement (``disagreement_score``: ``"sum"``,
+        ``"max"`` or ``"mean"``).
         """
         batch, device = latent.shape[0], latent.device
         text = torch.full((batch, max_words + 2), pad_id, dtype=torch.long, device=device)  # (B, S_max)

@@ -81,9 +81,11 @@ class WorldModelConfig:
     """Train each member on its own resample (with replacement) of every batch's trajectories, so
     members also differ where the data is thin (``world_model.bootstrap``); False: every member
     sees the whole batch."""
-    disagreement: str = "max"
+    disagreement: str = "sum"
     """How an observation's per-token disagreement is pooled into its one score (``step``'s
-    ``uncertainty``, ``disagreement``): ``"max"``, the largest per-token value, whose scale does not
+    ``uncertainty``, ``disagreement``): ``"sum"``, the total, which tokens the members agree on leave
+    unchanged, so its scale does not depend on the observation's length; ``"max"``, the largest per-token
+    value, whose scale does not
     depend on the observation's length; ``"mean"``, the mean per token (the older score, which
     shrinks on long observations). See ``world_model.disagreement_score``."""
 
@@ -285,7 +287,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
     ) -> torch.Tensor:
         """``(B,)`` the members' disagreement about given outcomes, teacher-forced: the mutual
         information of each token of each row's observation (``</s>`` included) after its action,
-        pooled by ``score`` (default: the config's ``disagreement``, ``"max"`` or ``"mean"``).
+        pooled by ``score`` (default: the config's ``disagreement``: ``"sum"``, ``"max"`` or ``"mean"``).
 
         The measure ``step`` reports on its own samples, here for outcomes chosen by the caller
         (e.g. real transitions, to see where the model is still unsure).

@@ -6,8 +6,8 @@
 Fits the ``model_based`` preset's world model (latent 64, three members, one 32-wide decoder layer)
 on random and expert episodes of the env, then samples one imagined step (``WorldModel.step``, as
 ``DreamEnv`` does) from the true history before every turn of held-out random and expert episodes,
-and prints quantiles of the step's disagreement under both poolings (``max``, the default, and
-``mean``, the older score, and ``sum``) and the share of steps above a few thresholds. Both poolings score the
+and prints quantiles of the step's disagreement under each pooling (``sum``, the default,
+``max``, and ``mean``, the older score) and the share of steps above a few thresholds. Both poolings score the
 same sampled words (the generator is reseeded; pooling does not change what is drawn). The presets'
 ``halt_uncertainty`` and ``reward_penalty`` are set from these figures. Last, each pooling's AUROC
 as a score for a wrong greedy one-step prediction (the world-model benchmark's ``auroc``).

@@ -207,7 +207,7 @@ def real_transition_uncertainty(
 ) -> torch.Tensor:
     """``(R,)`` how unsure the world model is at each real state: its ensemble's disagreement
     (``WorldModel.disagreement``, the members' mutual information pooled over the tokens by the
-    model's ``disagreement`` option, by default the largest) about the outcome that really
+    model's ``disagreement`` option, by default their sum) about the outcome that really
     followed the real action there, teacher-forced on the latent of the real history before it.
 
     Histories are folded in rounds, one batched ``observe`` per turn depth over all trajectories.

@@ -66,7 +66,7 @@ class CounterfactualConfig:
     fallback_uncertainty: Optional[float] = None  # noqa: UP045 (OmegaConf structured configs want Optional)
     """Use GiGPO's exact-match step group instead at a real step whose transition the world model
     finds more uncertain than this (the ensemble's mutual information on the real outcome's tokens,
-    pooled by ``world_model.disagreement``, by default the largest: the unit of
+    pooled by ``world_model.disagreement``, by default their sum: the unit of
     ``imagination.halt_uncertainty``). None: never."""
     critic_fit_steps: int = 20
     """Optimiser steps per iteration of the latent critic on recent real episodes' returns."""

@@ -119,6 +119,8 @@ def test_the_model_scores_with_its_configured_pooling():
         t_ids, t_mask = model._rows([tk.text_row(w) for w in tk.observation_words([nxt])])
         probs = torch.softmax(model.dynamics.logits(state.latent, q_ids, q_mask, t_ids[:, :-1]), -1)
     per_token = mutual_information(probs)[0]  # (S - 1,) every scored token is real here
-    assert math.isclose(float(model.disagreement(state, ["right"], [nxt])), float(per_token.max()), rel_tol=1e-5)
+    assert math.isclose(float(model.disagreement(state, ["right"], [nxt])), float(per_token.sum()), rel_tol=1e-5)
+    assert math.isclose(float(model.disagreement(state, ["right"], [nxt], score="max")), float(per_token.max()),
+                        rel_tol=1e-5)
     assert math.isclose(float(model.disagreement(state, ["right"], [nxt], score="mean")),
                         float(per_token.mean()), rel_tol=1e-5)

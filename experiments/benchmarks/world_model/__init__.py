@@ -29,8 +29,8 @@ Measures, on every held-out transition, from the latent of the true history befo
   ``done_tf`` read them after the real observation instead, which tells a wrong head from a
   right head misled by a wrong observation.
 - ``auroc``: ``Predictions.uncertainty`` (the members' mutual information on the emitted words of
-  the greedy observation, pooled by the model's ``disagreement`` option, by default the largest
-  per-word value) as a score for the greedy observation being wrong; AUROC computed as the
+  the greedy observation, pooled by the model's ``disagreement`` option, by default their sum
+  over the words) as a score for the greedy observation being wrong; AUROC computed as the
   Mann-Whitney statistic (ties 1/2); ``-`` when no prediction (or none) was wrong. ``auroc_mean``:
   the same with the mean per word (the older score); ``unc_p50`` / ``unc_p90``: the median and
   90th percentile of ``Predictions.uncertainty``, the scale thresholds on it are set from.

@@ -124,7 +124,7 @@ ratio = nll_text / nll_exact (1 is optimal). match: greedy next observation exac
 reward and done flag right (read after folding in the model's own greedy observation); rew_tf /
 done_tf: the same heads read after folding in the real observation instead. ol@k: open loop, the k-th observation right after k imagined steps on the
 logged actions. wrong: greedy one-step predictions that were wrong; auroc: step's disagreement (the model's score,
-by default its largest per-token value) as a score for them ('-' without both right and wrong ones);
+by default the sum over its tokens) as a score for them ('-' without both right and wrong ones);
 auroc_mean: the same with the mean per token (the older score); u_p50 / u_p90: median and 90th
 percentile of the step's disagreement. revisits / rv_match: next observations the
 episode had already shown, and the greedy exact match on those. data: mixed = random and expert
