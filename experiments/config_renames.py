@@ -47,7 +47,7 @@ def added_keys() -> dict[str, dict[str, Any]]:
     (a record without ``world_model.name`` was written when the latent model was the only one; one
     without ``world_model.disagreement`` pooled the disagreement by its mean, so resuming it under
     today's default is reported as a difference: pass ``world_model.disagreement=mean``)."""
-    return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "disagreement": "mean"}}
+    return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean"}}
 
 
 def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
