@@ -21,7 +21,7 @@ import torch
 from lightning.fabric import Fabric
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
-from envs import RandomAgent, Trajectory, TrajectoryStore, collect
+from envs import RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps
 from envs.registry import capabilities
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
@@ -226,5 +226,6 @@ def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajec
         gate_change = progress.gate.update(one_step_accuracy(world_model, held_out).exact_match)
         parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
     progress.world_model_fitted = True
+    progress.ledger.world_model_expert_steps = count_env_steps(experts)  # stored: every refit includes them
     broadcast_module_(parts.fabric, world_model)
     progress.gate.is_open = broadcast_json(parts.fabric, progress.gate.is_open)

@@ -75,6 +75,8 @@ class LoopState:
     """The run stopped early (time or step budget) at ``iteration``: resuming only finishes it."""
     imagination: dict[str, Any] = field(default_factory=dict)
     """The model-based loop's bookkeeping: gate, credit, warm-up, totals, branch-point trajectory ids."""
+    ledger: dict[str, int] = field(default_factory=dict)
+    """The env-step ledger's counters (``experiments/ledger.py``); empty in older checkpoints."""
 
 
 @dataclass

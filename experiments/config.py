@@ -83,7 +83,13 @@ class TrainerConfig:
     max_turns: int | None = None
     """Turn cap per episode; None uses the environment's own."""
     eval_every: int = 10
-    """Iterations between evaluations on held-out seeds."""
+    """Iterations between evaluations on held-out seeds (used when ``eval_every_steps`` is None)."""
+    eval_every_steps: int | None = None
+    """Evaluate at fixed marks of real env steps N, 2N, 3N, ...: after the first iteration whose
+    cumulative real steps reach each mark (an iteration reaching several evaluates once and records
+    them all), so arms that spend real steps at different rates get the same looks
+    (``experiments/eval_schedule.py``). Set, it replaces ``eval_every``. None: every ``eval_every``
+    iterations."""
     eval_episodes: int = 128
     """Episodes per evaluation."""
     time_budget_s: float | None = None
@@ -138,6 +144,7 @@ class TrainerConfig:
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"trainer.max_turns must be >= 1 or null, got {self.max_turns}")
         check_int("trainer.max_nonfinite_updates", self.max_nonfinite_updates, 0)
+        check_int("trainer.eval_every_steps", self.eval_every_steps, 1, optional=True)
         if self.on_env_error not in ("skip", "raise"):
             raise ValueError(f"trainer.on_env_error must be 'skip' or 'raise', got {self.on_env_error!r}")
         timeout = self.env_step_timeout_s

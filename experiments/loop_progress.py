@@ -19,6 +19,7 @@ from typing import Any
 
 from envs import Trajectory, TrajectoryStore
 from experiments.checkpoint import LoopState
+from experiments.ledger import Ledger
 from experiments.resume import trajectories_by_id
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
@@ -47,6 +48,8 @@ class LoopProgress:
     """One record per logged iteration, as ``metrics.jsonl`` holds them."""
     start: float = 0.0
     """``time.monotonic()`` when RL began (moved back by the elapsed time of a resumed run)."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """What the run's real env steps were used for, and the real steps at the last world-model fit."""
 
     @classmethod
     def fresh(
@@ -86,6 +89,7 @@ class LoopProgress:
             store_trajectories=store_trajectories,
             elapsed_s=time.monotonic() - self.start,
             stopped=stopped,
+            ledger=self.ledger.as_record(),
             imagination={
                 "gate": dataclasses.asdict(self.gate),
                 "real_credit": self.real_credit,
@@ -112,4 +116,5 @@ class LoopProgress:
         self.groups_total = loop.imagination["groups_total"]
         self.world_model_fitted = loop.imagination["world_model_fitted"]
         self.recent.extend(trajectories_by_id(store, loop.imagination["recent_ids"]))
+        self.ledger = Ledger.from_record(loop.ledger)
         self.start = time.monotonic() - loop.elapsed_s

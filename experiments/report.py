@@ -8,22 +8,31 @@ Every folder at or below DIR holding ``metrics.jsonl`` is a run. Runs whose over
 ``seed`` are seeds of one configuration, labelled by the overrides that differ between
 configurations. Writes ``report.png`` (held-out success against real env steps, mean over seeds with
 a band of one standard deviation, plus world-model exact-match and imagined-minus-real return-gap
-panels when any run logged them) and ``report.md`` (the summary table and every run with its status),
-prints the table and the two paths. Real steps to the target are those of the first evaluation at or
-above it, never interpolated; spreads are sample standard deviations over seeds; failed runs are
-listed but left out of the statistics.
+panels when any run logged them) and ``report.md`` (the summary table, every run with its status, its
+ledger of env steps and each configuration's overrides), prints the table and the two paths. Real
+steps to the target: every run is read on one grid of real-step marks (``--marks``, by default the
+runs' ``trainer.eval_every_steps``), and a run reaches the target at the first mark from which its
+success stays at or above it for the next two marks (``docs/reading_the_report.md`` says why);
+with several seeds, a 95% t interval of the mean. Failed runs are listed but left out of the statistics.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from experiments.reporting.plot import plot_report
 from experiments.reporting.runs import SEED_KEY, Run, configurations, load_runs
-from experiments.reporting.table import format_table, run_table, summary_rows
+from experiments.reporting.table import (
+    common_marks,
+    format_table,
+    ledger_table,
+    overrides_table,
+    run_table,
+    summary_rows,
+)
 
 DEFAULT_TARGET = 0.8
 
@@ -35,14 +44,17 @@ class NoRunsError(ValueError):
 def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None = None,
                  target: float = DEFAULT_TARGET, *, name: str = "report",
                  ignore: Iterable[str] = (SEED_KEY,), echo: bool = False, at: Sequence[float] = (),
-                 max_steps: float | None = None) -> tuple[Path, Path]:
+                 max_steps: float | None = None, marks: float | None = None,
+                 names: Callable[[Run], str | None] | None = None) -> tuple[Path, Path]:
     """Write ``<out_dir>/<name>.png`` and ``<out_dir>/<name>.md`` and return their paths.
 
     ``source`` is a folder (every run at or below it) or runs from ``load_runs``; ``out_dir`` defaults
     to the folder and is required with a list. ``ignore`` are the override keys that do not make a
     configuration (the seed, plus e.g. a time budget). ``echo`` prints the summary table and the two
     paths. ``at``: budgets of real env steps, each a column of the seeds' success after it (for runs of
-    different lengths, compared at equal cost); ``max_steps`` ends the figure's x-axis. Raises
+    different lengths, compared at equal cost); ``max_steps`` ends the figure's x-axis. ``marks``: the
+    real-step grid of the steps to target (default ``common_marks``). ``names``: a run's configuration
+    name (e.g. a benchmark's method), used instead of the differing overrides when it gives one. Raises
     NoRunsError when there is no run."""
     if isinstance(source, (str, Path)):
         root = Path(source)
@@ -64,8 +76,11 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
     if any(not budget > 0 for budget in at) or (max_steps is not None and not max_steps > 0):
         raise ValueError(f"--at budgets and --max-steps are real env steps > 0, got {list(at)} and {max_steps}")
 
-    configs = configurations(runs, ignore)
-    rows = summary_rows(configs, target, at)
+    configs = configurations(runs, ignore, names=names)
+    marks = marks if marks is not None else common_marks(runs)
+    if marks is not None and not marks > 0:
+        raise ValueError(f"--marks is a spacing of real env steps > 0, got {marks}")
+    rows = summary_rows(configs, target, at, marks=marks)
     order = [row.label for row in rows]
     out.mkdir(parents=True, exist_ok=True)
     png = plot_report(configs, out / f"{name}.png", target, order=order, max_steps=max_steps)
@@ -74,14 +89,24 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
     md.write_text("\n".join([
         f"# Run report: {len(runs)} run{'s' if len(runs) != 1 else ''}, {len(configs)} "
         f"configuration{'s' if len(configs) != 1 else ''}", "",
-        f"Best first. Real env steps to reach held-out success {target:g}: the first evaluation at or "
-        "above it (no interpolation), mean ± sample standard deviation over the seeds that reached it; "
-        "`not reached (k/n)` when only k of n seeds did. Final success and wall time per run: mean ± "
+        f"Best first. Real env steps to reach held-out success {target:g}: "
+        + (f"on the grid of marks every {marks:,.0f} real env steps (each mark read at the first evaluation at "
+           "or after it), " if marks else "on each run's own evaluations (no common mark grid: no run set "
+           "trainer.eval_every_steps), ")
+        + "the first mark from which success stays at or above the target for the next two marks; mean "
+        "over seeds with its 95% t interval in brackets; `not reached (k/n)` when only k of n seeds did. Final success and wall time per run: mean ± "
         "sample standard deviation. Success at a budget: each seed's last evaluation at or before that many "
         "real env steps, over the seeds that spent it (`(k/n)` when only k of n did). Seeds: runs in the "
         "statistics; failed runs are left out of them, counted in brackets, and listed below.", "",
         table, "", f"![success against real env steps]({png.name})", "", "## Runs", "",
-        run_table({label: configs[label] for label in order}, target, relative_to=out), "",
+        run_table({label: configs[label] for label in order}, target, relative_to=out, marks=marks), "",
+        "## Ledger of env steps", "",
+        "Per run: real env steps (the x-axis), the warm start's expert steps (behaviour cloning), the real "
+        "steps the world model was fitted on (RL steps; expert steps when it was also fitted on the warm "
+        "start's episodes), the real steps in the critic's updates, and the held-out evaluations' steps, "
+        "which train nothing and are counted apart.", "",
+        ledger_table({label: configs[label] for label in order}), "",
+        "## Overrides", "", overrides_table({label: configs[label] for label in order}, ignore), "",
     ]), encoding="utf-8")
     if echo:
         print(table)
@@ -105,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--at", nargs="+", type=float, default=[], metavar="STEPS",
                         help="budgets of real env steps: a column per budget with each configuration's "
                              "success after it (e.g. --at 10000 20000)")
+    parser.add_argument("--marks", type=float, default=None, metavar="STEPS",
+                        help="spacing of the real-step marks the steps to target are read on (default: the "
+                             "runs' trainer.eval_every_steps, the largest if they differ)")
     parser.add_argument("--max-steps", type=float, default=None, metavar="STEPS",
                         help="end the figure's x-axis at this many real env steps")
     return parser
@@ -114,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         write_report(args.dir, args.out, args.target, ignore=(SEED_KEY, *args.ignore), echo=True, at=args.at,
-                     max_steps=args.max_steps)
+                     max_steps=args.max_steps, marks=args.marks)
     except NoRunsError as error:
         print(f"experiments.report: {error}", file=sys.stderr)
         return 1

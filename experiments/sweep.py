@@ -5,8 +5,9 @@ Job folders are named by the job's overrides (``job_dirname``, the ``reverie_job
 also registers ``SweepEnd`` as a Hydra callback, so every ``python -m experiments.train -m ...``
 finishes with:
 
-1. the report's table (``experiments.report``), written as ``report.png`` and ``report.md`` in the
-   sweep folder;
+1. the report's table (``experiments.report``; with ``hydra.callbacks.sweep_end.at``, a column of
+   success after each of those budgets of real env steps), written as ``report.png`` and
+   ``report.md`` in the sweep folder;
 2. the TensorBoard command for the whole sweep;
 3. one line per job that did not finish, with the file holding its traceback; the command then
    exits with status 1.
@@ -91,9 +92,10 @@ def format_outcomes(outcomes: list[JobOutcome]) -> str:
 class SweepEnd(Callback):
     """Hydra callback: report, TensorBoard path and failed jobs once every job of a sweep ran."""
 
-    def __init__(self, target: float = 0.8, report: bool = True) -> None:
+    def __init__(self, target: float = 0.8, report: bool = True, at: list[float] | None = None) -> None:
         self.target = target
         self.report = report
+        self.at = [float(budget) for budget in at or []]  # budgets of real env steps: success after each
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -103,7 +105,7 @@ class SweepEnd(Callback):
             from experiments.report import write_report  # matplotlib only when a sweep ends
 
             try:
-                write_report(sweep_dir, target=self.target, echo=True)
+                write_report(sweep_dir, target=self.target, echo=True, at=self.at)
             except Exception as error:  # a report problem must not hide the jobs' verdicts
                 print(f"no report: {error}")
         print(f"TensorBoard: tensorboard --logdir {sweep_dir}")

@@ -62,8 +62,10 @@ from experiments.distributed import (
     value_rows,
     world_size,
 )
+from experiments.eval_schedule import evaluation_due, mark_metrics
 from experiments.evaluation import Evaluation, evaluate, render_transcript, summarise, training_eval_seeds
 from experiments.loop_progress import LoopProgress
+from experiments.ledger import ledger_summary
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
 from experiments.resume import (
@@ -189,18 +191,21 @@ def check_loop_options(run: Resolved) -> None:
                          "its log-probs are not the learner's; set algo.ppo.old_logp=recompute")
 
 
-def evaluate_policy(parts: RunParts) -> dict[str, float]:
-    """The ``eval/*`` figures on the run's held-out tasks."""
+def evaluate_policy(parts: RunParts, progress: LoopProgress) -> dict[str, float]:
+    """The ``eval/*`` figures on the run's held-out tasks; their env steps go on the ledger, apart."""
     # Its own sampling stream: evaluating more or less often never changes training. Rank 0 plays every
     # episode and shares the figures, so the number does not depend on the number of processes.
     if not parts.rank0:
-        return broadcast_json(parts.fabric, None)
-    run = parts.run
-    result = evaluate(parts.policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name, parts.env_kwargs,
-                      seeds=parts.eval_seeds, max_turns=run.trainer.max_turns)
-    log.info(f"evaluation: success {result.success_rate:.3f}, invalid actions {result.invalid_action_rate:.3f} "
-             f"on {len(parts.eval_seeds)} held-out episodes")
-    return broadcast_json(parts.fabric, result.as_metrics("eval"))
+        metrics, env_steps = broadcast_json(parts.fabric, None)
+    else:
+        run = parts.run
+        result = evaluate(parts.policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name,
+                          parts.env_kwargs, seeds=parts.eval_seeds, max_turns=run.trainer.max_turns)
+        log.info(f"evaluation: success {result.success_rate:.3f}, invalid actions {result.invalid_action_rate:.3f} "
+                 f"on {len(parts.eval_seeds)} held-out episodes")
+        metrics, env_steps = broadcast_json(parts.fabric, [result.as_metrics("eval"), result.env_steps])
+    progress.ledger.count_evaluation(env_steps)
+    return metrics
 
 
 def checkpointed_state(
@@ -232,7 +237,7 @@ def start_or_resume(parts: RunParts, progress: LoopProgress, checkpoint: Checkpo
     as they were after it."""
     progress.start = time.monotonic()
     if checkpoint is None:
-        metrics = evaluate_policy(parts)
+        metrics = evaluate_policy(parts, progress)
         parts.logger.log(metrics, real_env_steps=0, iteration=0)
         progress.history = [{"iteration": 0, "charts/real_env_steps": 0, **metrics}]
         return 1
@@ -331,11 +336,14 @@ def model_based_step(
     if parts.rank0:  # rank 0 scores and refits on its store; the other ranks take its weights and gate
         model_metrics = refit_and_gate(world_model, gate, parts.store, real.collected, parts.run.imagination, iteration,
                                        first_fit=not progress.world_model_fitted,
+                                       new_real_steps=progress.real_env_steps - progress.ledger.steps_at_refit,
                                        fit_seed=derive_seed(parts.run.seed, "world-model-fit", iteration),
                                        log=lambda text, steps=progress.real_env_steps: parts.logger.log_text(
                                            "imagination/gate", text, real_env_steps=steps))
     model_metrics, gate.is_open = broadcast_json(fabric, [model_metrics, gate.is_open])
     broadcast_module_(fabric, world_model)
+    if "wm/fit_trajectories" in model_metrics:  # it was refitted: every real step so far is in its data
+        progress.ledger.count_fit(progress.real_env_steps)
     progress.world_model_fitted = True
     if n_imagined and gate.is_open:
         imagined = imagine(parts, progress, iteration, real.kept, n_imagined)
@@ -389,6 +397,8 @@ def update_policy(
     batch, advantages, value, advantage_metrics = estimate_advantages(parts, progress, iteration, trajectories,
                                                                       weights, imagined)
     stats = clipped_update(parts, progress, iteration, batch, advantages, value)
+    if value is not None:  # the critic was fitted on this update's real turns (and any imagined ones)
+        progress.ledger.critic_real_steps += count_env_steps(kept)
     return trajectories, {**advantage_metrics, **stats}
 
 
@@ -462,8 +472,12 @@ def log_iteration(
     """7. Log against real env steps, with an evaluation when one is due and now and then a
     transcript of the update's first episode."""
     trainer, logger = parts.run.trainer, parts.logger
-    if iteration % trainer.eval_every == 0 or iteration == trainer.iterations:
-        metrics.update(evaluate_policy(parts))
+    due, marks = evaluation_due(iteration, last_iteration=trainer.iterations, eval_every=trainer.eval_every,
+                                eval_every_steps=trainer.eval_every_steps,
+                                steps_before=progress.history[-1]["charts/real_env_steps"],
+                                steps_after=progress.real_env_steps)
+    if due:
+        metrics.update({**evaluate_policy(parts, progress), **mark_metrics(marks)})
     if iteration % trainer.transcripts_every == 0 and trajectories:
         logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=progress.real_env_steps)
     logger.log(metrics, real_env_steps=progress.real_env_steps, iteration=iteration)
@@ -478,7 +492,7 @@ def end_iteration(parts: RunParts, progress: LoopProgress, iteration: int, *, ev
     out_of_steps = trainer.max_env_steps is not None and progress.real_env_steps >= trainer.max_env_steps
     stop = any_rank(parts.fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
     if stop and not evaluated:
-        final = evaluate_policy(parts)
+        final = evaluate_policy(parts, progress)
         parts.logger.log(final, real_env_steps=progress.real_env_steps, iteration=iteration)
         progress.history[-1].update(final)
     if parts.rank0 and trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
@@ -501,6 +515,8 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
         "real_env_steps": progress.real_env_steps, "warm_start_env_steps": progress.warm_start_env_steps,
         "initial_success": history[0]["eval/success_rate"], "final_success": history[-1].get("eval/success_rate"),
         "wall_s": time.monotonic() - progress.start,
+        "ledger": ledger_summary(progress.ledger, real_env_steps=progress.real_env_steps,
+                                 warm_start_expert_steps=progress.warm_start_env_steps),
     }
     if parts.world_model is not None:
         summary["imagination"] = imagination_summary(history)

@@ -63,7 +63,12 @@ class ImaginationConfig:
     """Imagination stays off until the world model's one-step exact match on the newest real data
     (scored before it is fitted on them) reaches this; it closes again when it falls below."""
     fit_every: int = 1
-    """Iterations between world-model refits (each on the store's newest real trajectories)."""
+    """Iterations between world-model refits (each on the store's newest real trajectories); unused
+    when ``refit_every_steps`` is set."""
+    refit_every_steps: int | None = None
+    """Refit the world model once this many new real env steps (transitions) have arrived since its
+    last fit, whatever the number of iterations that took (``imagination.refit.refit_due``). None:
+    refit every ``fit_every`` iterations."""
     fit_steps: int = 50
     """Optimiser steps per refit."""
     first_fit_steps: int = 300
@@ -93,6 +98,7 @@ class ImaginationConfig:
                     "fit_batch_size"):
             _check_int(key, getattr(self, key), 1)
         _check_number("fit_lr", self.fit_lr, 1e-12)
+        _check_int("refit_every_steps", self.refit_every_steps, 1, optional=True)
 
     @property
     def enabled(self) -> bool:

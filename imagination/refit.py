@@ -16,14 +16,15 @@ from world_model.protocol import WorldModelLike
 def refit_and_gate(
     world_model: WorldModelLike, gate: ImaginationGate, store: TrajectoryStore, new_real: list[Trajectory],
     config: ImaginationConfig, iteration: int, *, first_fit: bool, fit_seed: int,
-    log: Callable[[str], None],
+    log: Callable[[str], None], new_real_steps: int = 0,
 ) -> dict[str, float]:
     """Score the world model on ``new_real`` (not yet fitted on), update the gate, refit on the store.
 
     The first fit of a model that saw no warm-start data runs ``first_fit_steps`` (its score is
     then that of an untrained model, so the gate opens at the next iteration's score at the
-    earliest); later refits run ``fit_steps`` every ``fit_every`` iterations, seeded by ``fit_seed``,
-    on the store's newest ``fit_trajectories`` real episodes. ``log`` gets a line when the gate moves.
+    earliest); later refits run ``fit_steps`` when ``refit_due`` says so (``new_real_steps``: real env
+    steps since the last fit), seeded by ``fit_seed``, on the store's newest ``fit_trajectories`` real
+    episodes. ``log`` gets a line when the gate moves.
     """
     metrics: dict[str, float] = {}
     if new_real:
@@ -33,10 +34,20 @@ def refit_and_gate(
         if change:
             log(f"gate {change} at iteration {iteration}: one-step exact match {score.exact_match:.3f} "
                 f"(threshold {config.gate_threshold})")
-    if first_fit or iteration % config.fit_every == 0:
+    if first_fit or refit_due(config, iteration, new_real_steps):
         fit = refit_any_on_store(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
                              batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories,
                              seed=fit_seed)
         metrics["wm/train_loss"] = fit.get("wm/loss", float("nan"))  # the last step's batch loss
         metrics["wm/fit_trajectories"] = float(fit["trajectories"])
     return metrics
+
+
+def refit_due(config: ImaginationConfig, iteration: int, new_real_steps: int) -> bool:
+    """Whether the world model is refitted after ``iteration``: once ``refit_every_steps`` new real
+    env steps arrived since its last fit when that is set (a high imagined ratio brings few real
+    steps per iteration, and a refit on nearly the same data buys nothing), else every ``fit_every``
+    iterations."""
+    if config.refit_every_steps is not None:
+        return new_real_steps >= config.refit_every_steps
+    return iteration % config.fit_every == 0

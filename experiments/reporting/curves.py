@@ -85,3 +85,73 @@ def mean_curve(curves: Sequence[Curve]) -> MeanCurve:
         means.append(mean)
         stds.append(std)
     return MeanCurve(grid, means, stds, len(curves))
+
+
+HOLD_MARKS = 2  # marks after the crossing that must stay at or above the target
+
+
+def mark_curve(curve: Curve, every: float) -> list[tuple[float, float]]:
+    """The curve read on the mark grid 0, ``every``, 2 * ``every``, ...: each mark gets the first
+    evaluation at or after it (the one the training loop ran for that mark on
+    ``trainer.eval_every_steps``; for a run evaluated on another schedule, the first look after the
+    mark), up to the run's last evaluation. One value per mark, whatever the number of looks."""
+    if not every > 0:
+        raise ValueError(f"the mark spacing must be > 0 real env steps, got {every}")
+    points, index, mark = [], 0, 0.0
+    curve = list(curve)
+    while curve and mark <= curve[-1][0]:
+        while curve[index][0] < mark:
+            index += 1
+        points.append((mark, curve[index][1]))
+        mark += every
+    return points
+
+
+def steps_to_held_target(points: Curve, target: float, hold: int = HOLD_MARKS) -> float | None:
+    """The first grid point whose value and the next ``hold`` values are all at or above ``target``,
+    or None if there is none (a crossing in the last ``hold`` points of a run is unconfirmed and
+    does not count). On a grid shared by every arm, one noisy evaluation above the target cannot
+    count on its own, and more frequent looks give no earlier answer."""
+    values = [value for _, value in points]
+    for i in range(len(values) - hold):
+        if all(v >= target for v in values[i:i + hold + 1]):
+            return points[i][0]
+    return None
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on its CDF,
+    integrated with Simpson's rule; exact to about 1e-6 for the small ``df`` of a few seeds)."""
+    if not 0.5 <= p < 1 or df < 1:
+        raise ValueError(f"t_quantile needs 0.5 <= p < 1 and df >= 1, got p={p}, df={df}")
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf_above_half(x: float, n: int = 2000) -> float:
+        # P(0 < T <= x) with the substitution t = tan(u), which keeps the integrand smooth on a finite range
+        end = math.atan(x)
+        h = end / n
+        total = 0.0
+        for i in range(n + 1):
+            u = i * h
+            t = math.tan(u)
+            f = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df)) / math.cos(u) ** 2
+            total += f * (1 if i in (0, n) else 4 if i % 2 else 2)
+        return total * h / 3
+
+    low, high = 0.0, 1.0
+    while cdf_above_half(high) < p - 0.5:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf_above_half(mid) < p - 0.5 else (low, mid)
+    return (low + high) / 2
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The ``level`` confidence interval of the mean of ``values`` (seeds) by Student's t: mean plus or
+    minus t * s / sqrt(n). None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean, std = mean_and_std(values)
+    half = t_quantile(0.5 + level / 2, len(values) - 1) * std / math.sqrt(len(values))
+    return mean - half, mean + half

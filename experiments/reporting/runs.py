@@ -13,6 +13,8 @@ job). What a ``Run`` reads from it, and where each field falls back to:
   evaluations at the same step count (the final one after a budget stop) keep the later record.
 - ``final_success``, ``wall_s``, ``real_env_steps``: ``summary.json``, else the last evaluation, the
   last ``charts/elapsed_s`` and the last record's step count.
+- ``eval_every_steps``: ``trainer.eval_every_steps`` of the saved config (None: evaluated by iterations).
+- ``ledger``: ``summary.json``'s ledger of env steps (empty for a run without one).
 - ``status``: ``done`` or ``failed`` from the markers (the newer one if both are there), else
   ``running`` (a job still going, or one killed before it could leave a marker).
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +55,8 @@ class Run:
     wall_s: float | None
     real_env_steps: int | None
     series: dict[str, Curve] = field(default_factory=dict)  # SERIES name -> (real env steps, value)
+    eval_every_steps: int | None = None  # the run's real-step evaluation marks (trainer.eval_every_steps)
+    ledger: dict[str, int] = field(default_factory=dict)  # summary.json's ledger (experiments/ledger.py)
 
     def config_key(self, ignore: Iterable[str] = (SEED_KEY,)) -> tuple[tuple[str, str], ...]:
         """The overrides that define this run's configuration: all but ``ignore`` (the seed) and the
@@ -100,19 +104,25 @@ def load_run(path: str | Path) -> Run:
     series = {name: points for name in SERIES if (points := _series(records, name))}
     return Run(path=path, overrides=overrides, seed=seed, env=env, status=_status(path), curve=curve,
                final_success=None if final is None else float(final), wall_s=None if wall is None else float(wall),
-               real_env_steps=None if steps is None else int(steps), series=series)
+               real_env_steps=None if steps is None else int(steps), series=series,
+               eval_every_steps=_first_int((config.get("trainer") or {}).get("eval_every_steps")),
+               ledger=summary.get("ledger") if isinstance(summary.get("ledger"), dict) else {})
 
 
-def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,)) -> dict[str, list[Run]]:
+def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,),
+                   names: Callable[[Run], str | None] | None = None) -> dict[str, list[Run]]:
     """Runs grouped by configuration: runs whose overrides differ only in the ``ignore`` keys (the
-    seed) are seeds of one configuration. Keys are the labels of ``configuration_labels``, sorted;
-    each configuration's runs are sorted by seed, then path."""
+    seed) are seeds of one configuration. Keys are the labels of ``configuration_labels``, or the
+    ``names`` of a configuration's first run where that gives one (a benchmark's method name),
+    sorted; each configuration's runs are sorted by seed, then path."""
     ignore = tuple(ignore)
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.config_key(ignore), []).append(run)
     keys = list(groups)
     labels = configuration_labels([dict(key) for key in keys])
+    if names is not None:
+        labels = [names(groups[key][0]) or label for key, label in zip(keys, labels, strict=True)]
     by_label = {label: sorted(groups[key], key=lambda r: (r.seed is None, r.seed or 0, str(r.path)))
                 for label, key in zip(labels, keys, strict=True)}
     return dict(sorted(by_label.items()))

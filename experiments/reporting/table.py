@@ -2,6 +2,9 @@
 
 Statistics are over a configuration's runs that did not fail (``done`` and ``running``: a running
 run counts with what it has logged so far); failed runs are counted apart and listed run by run.
+Real steps to the target follow ``run_steps_to_target``: on the mark grid shared by every run
+(``marks`` real env steps apart), the first mark from which success stays at or above the target
+for the next two marks; with 2+ seeds that all reached it, a 95% Student-t interval of the mean.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.reporting.curves import mean_and_std, steps_to_target, value_at_budget
+from experiments.reporting.curves import mark_curve, mean_and_std, steps_to_held_target, t_interval, value_at_budget
 from experiments.reporting.runs import Run
 
 
@@ -26,6 +29,7 @@ class SummaryRow:
     steps: list[float | None]  # steps to target per counted seed (None: never reached)
     steps_mean: float | None  # over the seeds that reached the target
     steps_std: float | None
+    steps_ci: tuple[float, float] | None  # 95% t interval of the mean, when 2+ seeds all reached it
     final_mean: float | None
     final_std: float | None
     wall_mean_s: float | None
@@ -53,7 +57,9 @@ class SummaryRow:
             return "-"
         if self.reached < self.seeds:
             return f"not reached ({self.reached}/{self.seeds})"
-        return _pm(self.steps_mean, self.steps_std, "{:,.0f}")
+        if self.steps_ci is None:
+            return f"{self.steps_mean:,.0f}"
+        return f"{self.steps_mean:,.0f} [{self.steps_ci[0]:,.0f}, {self.steps_ci[1]:,.0f}]"
 
     def final_text(self) -> str:
         return "-" if self.final_mean is None else _pm(self.final_mean, self.final_std, "{:.2f}")
@@ -74,14 +80,30 @@ class SummaryRow:
         return f"{self.seeds}" + (f" ({', '.join(notes)})" if notes else "")
 
 
+def common_marks(runs: Sequence[Run]) -> int | None:
+    """The mark spacing a report reads every run on: the largest ``trainer.eval_every_steps`` among the
+    runs (a run evaluated more often is read at its first evaluation after each coarser mark); None
+    when no run has one (each run is then read at its own evaluations)."""
+    spacings = [r.eval_every_steps for r in runs if r.eval_every_steps]
+    return max(spacings) if spacings else None
+
+
+def run_steps_to_target(run: Run, target: float, marks: float | None) -> float | None:
+    """A run's real steps to ``target``: the first mark (``marks`` apart; None: each of its own
+    evaluations) from which success stays at or above ``target`` for the next two marks."""
+    points = mark_curve(run.curve, marks) if marks else run.curve
+    return steps_to_held_target(points, target)
+
+
 def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
-                 at: Sequence[float] = ()) -> list[SummaryRow]:
+                 at: Sequence[float] = (), marks: float | None = None) -> list[SummaryRow]:
     """One row per configuration of ``configurations(runs)``, best first (see ``SummaryRow.sort_key``);
-    ``at``: budgets of real env steps at which each seed's success is also kept."""
+    ``at``: budgets of real env steps at which each seed's success is also kept; ``marks``: the mark
+    grid of ``run_steps_to_target``."""
     rows = []
     for label, runs in configs.items():
         counted = [r for r in runs if r.status != "failed"]
-        steps = [steps_to_target(r.curve, target) for r in counted]
+        steps = [run_steps_to_target(r, target, marks) for r in counted]
         reached = [s for s in steps if s is not None]
         finals = [r.final_success for r in counted if r.final_success is not None]
         walls = [r.wall_s for r in counted if r.wall_s is not None]
@@ -92,7 +114,8 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
         rows.append(SummaryRow(
             label=label, env=envs.pop() if len(envs) == 1 else None, seeds=len(counted),
             failed=len(runs) - len(counted), running=sum(r.status == "running" for r in counted), steps=steps,
-            steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean, final_std=final_std,
+            steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean,
+            steps_ci=t_interval(reached) if len(reached) == len(counted) else None, final_std=final_std,
             wall_mean_s=wall_mean, wall_std_s=wall_std,
             at_budget=tuple((budget, tuple(value_at_budget(r.curve, budget) for r in counted)) for budget in at),
         ))
@@ -113,14 +136,15 @@ def format_table(rows: Sequence[SummaryRow], target: float) -> str:
     return _markdown(lines)
 
 
-def run_table(configs: Mapping[str, Sequence[Run]], target: float, relative_to: Path | None = None) -> str:
+def run_table(configs: Mapping[str, Sequence[Run]], target: float, relative_to: Path | None = None,
+              marks: float | None = None) -> str:
     """Every run, configuration by configuration: seed, status, steps to target, final success,
     real env steps, wall time and folder (relative to ``relative_to`` when given)."""
     lines = [["configuration", "seed", "status", f"steps to {target:g}", "final success", "real env steps",
               "wall time", "folder"]]
     for label, runs in configs.items():
         for run in runs:
-            steps = steps_to_target(run.curve, target)
+            steps = run_steps_to_target(run, target, marks)
             folder = os.path.relpath(run.path, relative_to) if relative_to else str(run.path)
             lines.append([
                 label, "-" if run.seed is None else str(run.seed), run.status,
@@ -156,3 +180,36 @@ def _markdown(lines: list[list[str]]) -> str:
 
     rule = "|" + "|".join("-" * (width + 2) for width in widths) + "|"
     return "\n".join([render(cells[0]), rule, *(render(line) for line in cells[1:])])
+
+
+LEDGER_COLUMNS = (
+    # (summary.json ledger key, column)
+    ("real_env_steps", "real env steps (x-axis)"),
+    ("warm_start_expert_steps", "warm-start expert steps"),
+    ("world_model_real_steps", "world model fitted on: real"),
+    ("world_model_expert_steps", "world model fitted on: expert"),
+    ("critic_real_steps", "critic fitted on: real"),
+    ("eval_env_steps", "evaluation steps (apart)"),
+    ("evaluations", "evaluations"),
+)
+
+
+def ledger_table(configs: Mapping[str, Sequence[Run]]) -> str:
+    """Every run's ledger of env steps (``experiments/ledger.py``): the x-axis, the expert steps of its
+    warm start, the real steps its world model and critic were fitted on, and its evaluation steps.
+    ``-`` where a run has no ledger (an older run)."""
+    lines = [["configuration", "seed", *(column for _, column in LEDGER_COLUMNS)]]
+    for label, runs in configs.items():
+        for run in runs:
+            cells = [run.ledger.get(key) for key, _ in LEDGER_COLUMNS]
+            lines.append([label, "-" if run.seed is None else str(run.seed),
+                          *("-" if value is None else f"{value:,}" for value in cells)])
+    return _markdown(lines)
+
+
+def overrides_table(configs: Mapping[str, Sequence[Run]], ignore: Sequence[str]) -> str:
+    """Each configuration's full overrides (the label shows only what differs between them)."""
+    lines = [["configuration", "overrides"]]
+    for label, runs in configs.items():
+        lines.append([label, " ".join(f"{k}={v}" for k, v in runs[0].config_key(ignore)) or "-"])
+    return _markdown(lines)

@@ -15,7 +15,7 @@ from experiments.config import register_configs, validate
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
 register_configs()
 SWEEPS = {  # preset -> the swept key and its values, as the issue of each preset promises them
-    "quick": ("imagination.ratio", ["0", "0.75"]),
+    "quick": ("imagination.ratio", ["0", "0.9"]),
     "baselines": ("algo", ["ppo_token", "ppo_turn", "grpo", "drgrpo", "gigpo", "hgpo"]),
     "ablate_ratio": ("imagination.ratio", ["0", "0.5", "0.75", "0.9", "0.95"]),
     "ablate_controls": ("control", sorted(p.stem for p in (CONF / "control").glob("*.yaml"))),
@@ -100,9 +100,20 @@ def test_ablate_ratio_is_model_free_at_ratio_zero_and_model_based_above():
 
 
 def test_quick_compares_the_same_learner_with_and_without_imagination():
-    runs = [validate(compose_train(["experiment=quick", f"imagination.ratio={v}"])) for v in ("0", "0.75")]
+    runs = [validate(compose_train(["experiment=quick", f"imagination.ratio={v}"])) for v in ("0", "0.9")]
     assert [r.imagination.enabled for r in runs] == [False, True]
     assert runs[0].algo == runs[1].algo and runs[0].env == runs[1].env and runs[0].trainer == runs[1].trainer
+    # One real-step budget and one real-step evaluation schedule for both arms; the world model off
+    # the warm start's expert episodes.
+    assert runs[1].trainer.max_env_steps == 3000 and runs[1].trainer.eval_every_steps == 300
+    assert not runs[1].imagination.fit_on_warm_start
+    hydra_cfg = compose_train(["experiment=quick"], hydra=True).hydra
+    assert list(hydra_cfg.callbacks.sweep_end.at) == [1000, 2000, 3000]
+
+
+@pytest.mark.parametrize("preset", presets())
+def test_every_preset_evaluates_at_real_step_marks(preset):
+    assert validate(compose_train([f"experiment={preset}"])).trainer.eval_every_steps is not None
 
 
 def test_baselines_sets_each_algorithm_and_keeps_the_preset_learning_rate():

@@ -62,17 +62,18 @@ def make_run(folder: Path, overrides: list[str] | None, curve: list[tuple[int, f
 
 def make_sweep(root: Path) -> Path:
     """Two configurations differing in algo and imagination.ratio, with a shared key; grpo has three
-    seeds evaluated at different step counts, gigpo two seeds, one of which never reaches 0.8, and a
-    third seed that failed."""
+    seeds evaluated at different step counts (the third stops before it can hold 0.8 for two more
+    evaluations), gigpo two seeds, one of which never reaches 0.8, and a third seed that failed."""
     common = ["trainer.iterations=50", "env=hidden_number"]
     grpo = ["algo=grpo", "imagination.ratio=0.75"]
     gigpo = ["algo=gigpo", "imagination.ratio=0"]
-    make_run(root / "a" / "0", [*common, *grpo, "seed=0"], [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9)], seed=0,
+    make_run(root / "a" / "0", [*common, *grpo, "seed=0"], [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9), (400, 0.9)], seed=0,
              wall_s=100.0, series={"wm/one_step_exact_match": [(50, 0.2), (150, 0.6)],
                                    "imagination/return_gap": [(50, 0.5), (150, 0.1)]})
-    make_run(root / "a" / "1", [*common, *grpo, "seed=1"], [(0, 0.2), (150, 0.85), (300, 0.95)], seed=1, wall_s=200.0)
+    make_run(root / "a" / "1", [*common, *grpo, "seed=1"], [(0, 0.2), (150, 0.85), (300, 0.95), (450, 0.95)], seed=1,
+             wall_s=200.0)
     make_run(root / "a" / "2", [*common, *grpo, "seed=2"], [(0, 0.1), (120, 0.7), (240, 0.82)], seed=2, wall_s=150.0)
-    make_run(root / "b" / "0", [*common, *gigpo, "seed=0"], [(0, 0.1), (100, 0.9), (200, 0.95)], seed=0)
+    make_run(root / "b" / "0", [*common, *gigpo, "seed=0"], [(0, 0.1), (100, 0.9), (200, 0.95), (300, 0.95)], seed=0)
     make_run(root / "b" / "1", [*common, *gigpo, "seed=1"], [(0, 0.1), (100, 0.4), (200, 0.6)], seed=1)
     make_run(root / "b" / "2", [*common, *gigpo, "seed=2"], [(0, 0.1), (100, 0.3)], seed=2, status="failed",
              summary=False)
@@ -142,7 +143,7 @@ def test_seeds_group_into_configurations_labelled_by_what_differs(tmp_path):
     assert [r.status for r in configs["algo=gigpo,imagination.ratio=0"]] == ["done", "done", "failed"]
 
     grpo0 = configs["algo=grpo,imagination.ratio=0.75"][0]
-    assert grpo0.curve == [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9)]
+    assert grpo0.curve == [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9), (400, 0.9)]
     assert grpo0.series["wm/one_step_exact_match"] == [(50, 0.2), (150, 0.6)]
     assert grpo0.env == "hidden_number" and grpo0.wall_s == 100.0 and grpo0.final_success == 0.9
 
@@ -212,11 +213,12 @@ def test_a_repeated_final_evaluation_keeps_the_later_record(tmp_path):
 
 def test_table_is_best_first_with_not_reached_counts(tmp_path):
     curves = {
-        "fast": [[(0, 0.1), (200, 0.8)], [(0, 0.1), (300, 0.9)]],  # 250 ± 70.7 steps
-        "slow": [[(0, 0.1), (400, 0.85)]],  # 400 steps, one seed
-        "also_fast_but_worse": [[(0, 0.1), (250, 0.8)], [(0, 0.1), (250, 0.8)]],  # 250 ± 0, lower final
-        "half": [[(0, 0.1), (100, 0.9)], [(0, 0.1), (100, 0.4)]],  # one seed of two reaches it
-        "never": [[(0, 0.1), (100, 0.5)], [(0, 0.1), (100, 0.7)]],
+        # Each crossing holds for the next two evaluations: 200 and 300 steps, mean 250, std 70.7.
+        "fast": [[(0, 0.1), (200, 0.8), (300, 0.8), (400, 0.8)], [(0, 0.1), (300, 0.9), (400, 0.9), (500, 0.9)]],
+        "slow": [[(0, 0.1), (400, 0.85), (500, 0.85), (600, 0.85)]],  # 400 steps, one seed
+        "also_fast_but_worse": [[(0, 0.1), (250, 0.8), (260, 0.8), (270, 0.8)]] * 2,  # 250 ± 0, lower final
+        "half": [[(0, 0.1), (100, 0.9), (110, 0.9), (120, 0.9)], [(0, 0.1), (100, 0.4)]],  # one seed reaches it
+        "never": [[(0, 0.1), (100, 0.5)], [(0, 0.1), (100, 0.9), (110, 0.9)]],  # 0.9 not held for two more
     }
     for name, seeds in curves.items():
         for seed, curve in enumerate(seeds):
@@ -227,7 +229,9 @@ def test_table_is_best_first_with_not_reached_counts(tmp_path):
     assert fast.steps == [200, 300] and fast.steps_mean == 250
     assert fast.steps_std == pytest.approx(math.sqrt(2 * 50**2))  # 70.71
     assert fast.final_mean == pytest.approx(0.85) and fast.final_std == pytest.approx(0.05 * math.sqrt(2))
-    assert fast.steps_text() == "250 ± 71" and fast.final_text() == "0.85 ± 0.07"
+    # 95% t interval with one degree of freedom: 250 ± 12.706 * 70.71 / sqrt(2) = 250 ± 635.3
+    assert fast.steps_ci == pytest.approx((250 - 635.31, 250 + 635.31), abs=0.01)
+    assert fast.steps_text() == "250 [-385, 885]" and fast.final_text() == "0.85 ± 0.07"
     assert rows[2].steps_text() == "400" and rows[2].final_text() == "0.85"  # one seed: no spread
     assert rows[3].steps_text() == "not reached (1/2)" and rows[3].reached == 1
     assert rows[4].steps_text() == "not reached (0/2)"
@@ -235,7 +239,7 @@ def test_table_is_best_first_with_not_reached_counts(tmp_path):
     table = format_table(rows, 0.8).splitlines()
     assert table[0].split("|")[1:-1] == [" configuration       ", " real steps to 0.8 ", " final success ",
                                          " wall time ", " seeds "]
-    assert "| fast " in table[2] and "250 ± 71" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
+    assert "| fast " in table[2] and "250 [-385, 885]" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
     assert "| slow " in table[4] and "| 60 s " in table[4]  # one seed: no spread
     assert "not reached (1/2)" in table[5]
 
@@ -245,7 +249,8 @@ def test_a_failed_run_is_listed_as_failed_and_left_out_of_the_statistics(tmp_pat
     rows = summary_rows(configs, 0.8)
     assert [row.label for row in rows] == ["algo=grpo,imagination.ratio=0.75", "algo=gigpo,imagination.ratio=0"]
     grpo, gigpo = rows
-    assert grpo.steps == [200, 150, 240] and grpo.steps_mean == pytest.approx(590 / 3)
+    assert grpo.steps == [200, 150, None] and grpo.steps_mean == pytest.approx(175)  # seed 2 never held it
+    assert grpo.steps_text() == "not reached (2/3)" and grpo.steps_ci is None
     assert grpo.wall_mean_s == 150.0 and grpo.wall_std_s == pytest.approx(50.0)  # 100, 200, 150 s
     assert grpo.wall_text() == "2.5 ± 0.8 min"
     assert gigpo.seeds == 2 and gigpo.failed == 1 and gigpo.seeds_text() == "2 (1 failed)"
@@ -275,8 +280,8 @@ def test_success_at_budgets_over_the_seeds_that_spent_them(tmp_path):
     # At 250 seed 2 had stopped (last evaluation at 240): two of three seeds count.
     assert grpo.at_budget[1] == (250, (0.8, 0.85, None))
     assert grpo.budget_text(grpo.at_budget[1][1]).endswith("(2/3)")
-    assert gigpo.at_budget == ((150, (0.9, 0.4)), (250, (None, None)))  # the failed seed is not counted
-    assert gigpo.budget_text(gigpo.at_budget[1][1]) == "-"
+    assert gigpo.at_budget == ((150, (0.9, 0.4)), (250, (0.95, None)))  # the failed seed is not counted
+    assert gigpo.budget_text(gigpo.at_budget[1][1]) == "0.95 (1/2)"
     lines = format_table(list(rows.values()), 0.8).splitlines()
     header, first, second = ([cell.strip() for cell in line.split("|")[1:-1]] for line in (lines[0], *lines[2:]))
     assert header[2:4] == ["success at 150", "success at 250"]

@@ -1,0 +1,65 @@
+"""The ledger of a run's env steps: every real env step the run consumed, and what it was used for.
+
+The x-axis of every report is ``real_env_steps``: steps played in the real env during RL. The
+other entries say which other real data the run drew on, so that none of it is off the books:
+
+- ``warm_start_expert_steps``: the expert demonstrations' steps (behaviour cloning, before RL);
+- ``world_model_expert_steps``: the part of those the world model was also fitted on
+  (``imagination.fit_on_warm_start``; 0 for a model-free run or with it off);
+- ``world_model_real_steps``: the RL real steps collected up to the world model's last fit; every
+  refit trains on the store's newest episodes, so these are the RL steps it has been fitted on;
+- ``critic_real_steps``: the real steps in the critic's updates (the turns of the kept real
+  episodes; a critic also sees imagined turns, which are not real steps);
+- ``eval_env_steps``: steps of the held-out evaluations, apart: they never train anything.
+
+``steps_at_refit`` is the loop's own counter for ``imagination.refit_every_steps``: the real env
+steps at the world model's last fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Ledger:
+    world_model_expert_steps: int = 0
+    world_model_real_steps: int = 0
+    critic_real_steps: int = 0
+    eval_env_steps: int = 0
+    evaluations: int = 0
+    steps_at_refit: int = 0
+
+    def as_record(self) -> dict[str, int]:
+        """Plain JSON for a checkpoint."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any] | None) -> Ledger:
+        """Back from a checkpoint; one written before the ledger existed gives zeros."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: int(v) for k, v in (record or {}).items() if k in known})
+
+    def count_evaluation(self, env_steps: int) -> None:
+        self.evaluations += 1
+        self.eval_env_steps += env_steps
+
+    def count_fit(self, real_env_steps: int) -> None:
+        """The world model was (re)fitted after ``real_env_steps`` real steps: all of them are in its data."""
+        self.world_model_real_steps = real_env_steps
+        self.steps_at_refit = real_env_steps
+
+
+def ledger_summary(ledger: Ledger, *, real_env_steps: int, warm_start_expert_steps: int) -> dict[str, int]:
+    """The ledger as ``summary.json`` shows it (see the module docstring for each entry)."""
+    return {
+        "real_env_steps": real_env_steps,
+        "warm_start_expert_steps": warm_start_expert_steps,
+        "world_model_expert_steps": ledger.world_model_expert_steps,
+        "world_model_real_steps": ledger.world_model_real_steps,
+        "critic_real_steps": ledger.critic_real_steps,
+        "eval_env_steps": ledger.eval_env_steps,
+        "evaluations": ledger.evaluations,
+    }
