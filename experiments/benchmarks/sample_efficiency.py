@@ -1,17 +1,25 @@
 """The headline: real environment steps to a target success, model-based against model-free.
 
     python -m experiments.benchmarks.sample_efficiency --envs hidden_number --seeds 0 1 2 --jobs 2
+    python -m experiments.benchmarks.sample_efficiency --envs learning_check --env-steps 3000 --seeds 0 1 2
     python -m experiments.benchmarks.sample_efficiency --methods grpo mb_grpo_r0.5 mb_grpo_r0.75 mb_grpo_r0.9 --seeds 0
 
 Every (env, method, seed) is one ``experiments.train`` run in a subprocess (one torch thread each,
 ``--jobs`` at a time) from the env's ``experiment=`` preset, its behaviour-cloned warm start, and a
 budget of real env steps (``--env-steps``). The warm starts are cloned once per (env, seed) and kept
 in ``<out>/warm_starts`` for the other methods (``trainer.warm_start.cache_dir``). Success is
-evaluated on held-out tasks only. The model-free methods run with ``imagination=model_free``; the
-``mb_*`` methods run the same learner with imagination at the given ratio (the ``METHODS`` table
-below holds the exact overrides). At the end ``experiments.report`` prints, per env, real steps to ``--target`` success (mean and spread over
-seeds), final success and wall time, best first, and writes ``<out>/<env>/sample_efficiency.png``
-(success against real env steps, a band across seeds) and ``.md``.
+evaluated on held-out tasks only, at the preset's marks of real env steps (``trainer.eval_every_steps``,
+the same for every method; ``--eval-every-steps`` to change them). The model-free methods run with
+``imagination=model_free``; the ``mb_*`` methods run the same learner with imagination at the given
+ratio, their world model fitted on real RL steps only (``mb_*_experts``: also on the warm start's
+expert episodes, which shows what those add). The model-free controls ``grpo_small_batch``,
+``grpo_matched_updates`` and ``grpo_reuse`` are matched to ``REFERENCE``, the model-based method of
+the defaults, on each env's preset (``experiments/benchmarks/controls.py``). At the end
+``experiments.report`` prints, per env, real steps to ``--target`` success (the held rule on the
+common mark grid, with a 95% interval over seeds), success after each ``--at`` budget, final success
+and wall time, best first, and writes ``<out>/<env>/sample_efficiency.png`` and ``.md`` (with every
+run's ledger of env steps); then the headline line: the best model-based method against the best of
+all model-free methods and controls.
 
 A figure, not a timed test: several methods x 3 seeds take hours on two cores.
 """
@@ -26,18 +34,26 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from experiments.benchmarks.controls import CONTROLS, control_overrides
 from experiments.checkpoint import list_checkpoints
+from experiments.config import Resolved, register_configs, validate
 from experiments.report import write_report
+from experiments.reporting import SummaryRow, configurations, load_runs, summary_rows
+from experiments.reporting.table import common_marks
 from experiments.resume import CHECKPOINTS
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 # The imagination settings shared by every model-based method: a world model small enough to refit
 # often on CPU (one 32-wide decoder layer per member: about 0.5 s per step of 32 transcripts on one
 # shared core, against 2.3 s for the default 64-wide two-layer decoder), batches of 16, gate open
-# from the first score, refits every other iteration.
+# from the first score, refits every other iteration, fitted on real RL steps only (every real step it
+# learns from is on the x-axis).
 MODEL_BASED = [
     "imagination=dyna", "imagination.gate_threshold=0", "imagination.fit_every=2", "imagination.fit_steps=40",
     "imagination.fit_batch_size=16", "world_model.latent_size=64", "world_model.num_members=3",
-    "world_model.decoder.model_size=32", "world_model.decoder.num_layers=1", "world_model.decoder.num_heads=2", "world_model.decoder.latent_slots=4",
+    "world_model.decoder.model_size=32", "world_model.decoder.num_layers=1", "world_model.decoder.num_heads=2",
+    "world_model.decoder.latent_slots=4", "imagination.fit_on_warm_start=false",
 ]
 METHODS: dict[str, list[str]] = {
     "ppo_turn": ["algo=ppo_turn"],
@@ -46,7 +62,12 @@ METHODS: dict[str, list[str]] = {
     "hgpo": ["algo=hgpo"],
     "hgpo_base_group": ["algo=hgpo", "algo.base_group=true"],
     **{f"mb_grpo_r{ratio}": ["algo=grpo", *MODEL_BASED, f"imagination.ratio={ratio}"]
-       for ratio in (0.5, 0.75, 0.9, 0.95)},
+       for ratio in (0.5, 0.75, 0.9, 0.95, 0.98)},
+    # The same, with the world model also fitted on the warm start's expert episodes (off the x-axis).
+    "mb_grpo_r0.9_experts": ["algo=grpo", *MODEL_BASED, "imagination.ratio=0.9", "imagination.fit_on_warm_start=true"],
+    # Refits after every 100 new real env steps instead of every other iteration.
+    **{f"mb_grpo_r{ratio}_refit100": ["algo=grpo", *MODEL_BASED, f"imagination.ratio={ratio}",
+                                      "imagination.refit_every_steps=100"] for ratio in (0.9, 0.95, 0.98)},
     **{f"mb_gigpo_r{ratio}": ["algo=gigpo", *MODEL_BASED, f"imagination.ratio={ratio}"] for ratio in (0.75, 0.9)},
     "mb_ppo_turn_r0.75": ["algo=ppo_turn", "critic=latent", *MODEL_BASED, "imagination.ratio=0.75"],
     # Imagined step groups at every real step; the world model is refitted as above, nothing imagined is mixed in.
@@ -61,8 +82,13 @@ METHODS: dict[str, list[str]] = {
 # Overrides left out of the report's configuration labels: the run budget (the same within a method,
 # and set per invocation) and the world-model settings every model-based method shares.
 REPORT_IGNORE = ("seed", "trainer.iterations", "trainer.max_env_steps",
-                 *(override.split("=")[0] for override in MODEL_BASED if override != "imagination=dyna"))
-DEFAULT_METHODS = ("ppo_turn", "grpo", "gigpo", "hgpo", "hgpo_base_group", "mb_grpo_r0.75")
+                 *(override.split("=")[0] for override in MODEL_BASED
+                   if override.split("=")[0] not in ("imagination", "imagination.fit_on_warm_start")))
+# The model-based method the controls are matched to, and the default list: every model-free method
+# and control, and the reference.
+REFERENCE = "mb_grpo_r0.9"
+DEFAULT_METHODS = ("ppo_turn", "grpo", "gigpo", "hgpo", "hgpo_base_group", *CONTROLS, REFERENCE)
+ALL_METHODS = (*METHODS, *CONTROLS)
 ENVS = ("hidden_number", "frozen_lake")
 # Presets that also run but are not in the default list: learning_check is hidden_number over 1 .. 5
 # in 3 guesses, small enough that every method reaches 0.8 within a few thousand real steps on CPU.
@@ -71,12 +97,31 @@ OTHER_ENVS = ("learning_check", "sokoban", "minishop")
 WARM_STARTS = "warm_starts"
 
 
+def compose_run(overrides: list[str]) -> Resolved:
+    """The validated config of ``python -m experiments.train *overrides``."""
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return validate(compose("train", overrides=overrides))
+
+
+def method_overrides(env: str, method: str, extra: list[str] = ()) -> list[str]:
+    """A method's overrides on the env's preset; a control's are matched to ``REFERENCE`` on that
+    preset (with the same ``extra`` overrides)."""
+    if method in CONTROLS:
+        reference = compose_run([f"experiment={env}", *METHODS[REFERENCE], *extra])
+        return control_overrides(reference, method)
+    return METHODS[method]
+
+
 def run_overrides(env: str, method: str, seed: int, args: argparse.Namespace, run_dir: Path) -> list[str]:
     """The Hydra overrides of one run; the run folder is quoted since its name holds ``=`` and ``,``."""
+    marks = [f"trainer.eval_every_steps={args.eval_every_steps}"] if args.eval_every_steps else []
     return [
-        f"experiment={env}", f"seed={seed}", *METHODS[method],
+        f"experiment={env}", f"seed={seed}", *method_overrides(env, method, args.overrides),
         f"trainer.max_env_steps={args.env_steps}", f"trainer.iterations={args.iterations}", "trainer.progress=false",
-        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir='{run_dir}'",
+        *marks, f"hydra.run.dir='{run_dir}'",
         f"trainer.warm_start.cache_dir='{args.out / WARM_STARTS}'",
         f"trainer.checkpoint_every={args.checkpoint_every}", *args.overrides,
     ]
@@ -114,13 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS + OTHER_ENVS),
                         help="experiment presets to run (experiment=<env>)")
-    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=sorted(METHODS),
-                        help="methods from the METHODS table: model-free algos, and mb_<algo>_r<ratio> with imagination")
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=sorted(ALL_METHODS),
+                        help="methods from the METHODS table (model-free algos, and mb_<algo>_r<ratio> with "
+                             f"imagination) and the model-free controls matched to {REFERENCE}: {', '.join(CONTROLS)}")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="run seeds")
     parser.add_argument("--env-steps", type=int, default=40000, help="real env step budget of each run")
     parser.add_argument("--iterations", type=int, default=100000,
                         help="iteration cap of each run (high imagined ratios take many iterations per real step)")
-    parser.add_argument("--eval-every", type=int, default=5, help="iterations between held-out evaluations")
+    parser.add_argument("--eval-every-steps", type=int, default=None,
+                        help="real env steps between held-out evaluations, the same marks for every method "
+                             "(default: the preset's trainer.eval_every_steps)")
+    parser.add_argument("--at", nargs="+", type=float, default=[], metavar="STEPS",
+                        help="budgets of real env steps: a column of each method's success after each")
     parser.add_argument("--target", type=float, default=0.8, help="success rate whose real-step cost is reported")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one CPU thread each)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/sample_efficiency"), help="output folder")
@@ -150,8 +200,35 @@ def main(argv: list[str] | None = None) -> None:
     for env in args.envs:
         print(f"\n## {env}")
         write_report(args.out / env, args.out / env, args.target, ignore=REPORT_IGNORE, name="sample_efficiency",
-                     echo=True)
+                     echo=True, at=args.at, names=method_name)
+        print(headline(args.out / env, args.target))
 
 
 if __name__ == "__main__":
     main()
+
+
+def method_name(run) -> str | None:
+    """A benchmark run's method, from its folder name ``method=<method>,seed=<seed>``."""
+    fields = dict(part.partition("=")[::2] for part in run.path.name.split(","))
+    return fields.get("method")
+
+
+def best(rows: list[SummaryRow], model_based: bool) -> SummaryRow | None:
+    """The best row (the report's order) among the model-based methods, or among all the others."""
+    chosen = [row for row in rows if row.label.startswith("mb_") == model_based]
+    return chosen[0] if chosen else None
+
+
+def headline(env_dir: Path, target: float) -> str:
+    """One line: the best model-based method against the best model-free method or control, real steps
+    to ``target`` by the report's rule, and their ratio when both reached it on every seed."""
+    runs = load_runs(env_dir)
+    rows = summary_rows(configurations(runs, REPORT_IGNORE, names=method_name), target, marks=common_marks(runs))
+    mb, mf = best(rows, True), best(rows, False)
+    if mb is None or mf is None:
+        return "headline: needs a model-based method and a model-free one"
+    text = f"headline: {mb.label} {mb.steps_text()} against {mf.label} {mf.steps_text()} real steps to {target:g}"
+    if mb.reached == mb.seeds and mf.reached == mf.seeds and mb.steps_mean:
+        text += f": {mf.steps_mean / mb.steps_mean:.1f}x fewer"
+    return text

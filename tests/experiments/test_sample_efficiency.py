@@ -3,6 +3,7 @@ keeps finished runs, resumes stopped ones from their checkpoints and starts the 
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,18 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from experiments.benchmarks import sample_efficiency
-from experiments.benchmarks.sample_efficiency import ENVS, METHODS, build_parser, job_order, run_overrides
+from experiments.benchmarks.controls import CONTROLS, epochs_and_minibatch
+from experiments.benchmarks.sample_efficiency import (
+    ALL_METHODS,
+    ENVS,
+    METHODS,
+    REFERENCE,
+    build_parser,
+    compose_run,
+    job_order,
+    method_overrides,
+    run_overrides,
+)
 from experiments.config import register_configs, validate
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
@@ -24,15 +36,58 @@ def test_every_method_is_a_valid_run(env, method):
         run = validate(compose("train", overrides=[f"experiment={env}", *METHODS[method]]))
     assert run.env.name == env
     if method.startswith("mb_"):
-        ratio = float(method.rsplit("_r", 1)[1])
+        ratio = float(method.split("_r", 1)[1].split("_")[0])
         assert run.imagination.ratio == ratio and run.imagination.enabled
+        # Only the _experts method fits the world model on the warm start's expert episodes.
+        assert run.imagination.fit_on_warm_start == method.endswith("_experts")
     else:
         assert not run.imagination.enabled
 
 
-def test_defaults_are_known_methods():
+def by_hand(run) -> tuple[float, float]:
+    """Real groups per update and optimizer steps per real step, from the config's numbers: G (1 - r)
+    real groups; epochs * G * L / minibatch optimizer steps per update of G * group_size * L rows over
+    G (1 - r) * group_size * L real steps (L turns per episode)."""
+    G, r = run.trainer.groups_per_iteration, run.imagination.ratio
+    real = G * (1 - r)
+    L, size = 2.5, run.trainer.group_size  # any episode length: it cancels
+    steps = run.algo.ppo.epochs * G * size * L / run.algo.ppo.minibatch_size
+    return real, steps / (real * size * L)
+
+
+@pytest.mark.parametrize("env", [*ENVS, "learning_check"])
+def test_the_controls_match_what_they_claim(env):
+    reference = compose_run([f"experiment={env}", *METHODS[REFERENCE]])
+    real, rate = by_hand(reference)
+    controls = {c: compose_run([f"experiment={env}", *method_overrides(env, c)]) for c in CONTROLS}
+    for name, run in controls.items():
+        assert not run.imagination.enabled and run.algo.name == "grpo", name
+        assert run.trainer.group_size == reference.trainer.group_size, name
+    small, matched, reuse = (by_hand(controls[c]) for c in CONTROLS)
+    # The model-based run's real groups per update, to the whole group (1.6 -> 2 on learning_check).
+    assert controls["grpo_small_batch"].trainer.groups_per_iteration == round(real)
+    assert abs(small[0] - real) <= 0.5 and matched[0] == small[0]
+    assert controls["grpo_small_batch"].algo.ppo == reference.algo.ppo  # nothing else changed
+    # Its optimizer steps per real step, exactly; grpo_reuse on the reference's full batch.
+    assert matched[1] == pytest.approx(rate, rel=1e-12) and reuse[1] == pytest.approx(rate, rel=1e-12)
+    assert controls["grpo_reuse"].trainer.groups_per_iteration == reference.trainer.groups_per_iteration
+    assert controls["grpo_reuse"].algo.ppo.epochs > reference.algo.ppo.epochs
+
+
+def test_learning_check_controls_by_hand():
+    # 16 groups at ratio 0.9: 1.6 real groups; 4 epochs of 64-row minibatches: 4 * 16 / (64 * 1.6) = 0.625
+    # optimizer steps per real step = 5 epochs of 8-row minibatches at 2 groups, or 40 epochs at 16 groups.
+    overrides = {c: method_overrides("learning_check", c) for c in CONTROLS}
+    assert "trainer.groups_per_iteration=2" in overrides["grpo_small_batch"]
+    assert {"algo.ppo.epochs=5", "algo.ppo.minibatch_size=8"} <= set(overrides["grpo_matched_updates"])
+    assert "algo.ppo.epochs=40" in overrides["grpo_reuse"]
+    assert epochs_and_minibatch(Fraction(1, 4), 4) == (4, 16) and epochs_and_minibatch(Fraction(5, 8), 4) == (5, 8)
+
+
+def test_defaults_are_known_methods_with_the_controls_and_their_reference():
     args = build_parser().parse_args([])
-    assert set(args.methods) <= set(METHODS) and args.seeds == [0, 1, 2]
+    assert set(args.methods) <= set(ALL_METHODS) and args.seeds == [0, 1, 2]
+    assert set(CONTROLS) | {REFERENCE} <= set(args.methods)
 
 
 def test_run_overrides_parse_with_the_run_folder_in_them(tmp_path):
