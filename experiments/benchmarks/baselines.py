@@ -34,7 +34,8 @@ def run_one(env: str, algo: str, args: argparse.Namespace) -> Path:
         sys.executable, "-m", "experiments.train", f"experiment={env}", f"algo={algo}", f"seed={args.seed}",
         f"trainer.time_budget_s={args.minutes * 60}", "trainer.iterations=100000", "trainer.progress=false",
         *([f"trainer.max_env_steps={args.env_steps}"] if args.env_steps else []),
-        f"trainer.eval_every={args.eval_every}", f"hydra.run.dir={run_dir}", *args.overrides,
+        *([f"trainer.eval_every_steps={args.eval_every_steps}"] if args.eval_every_steps else []),
+        f"hydra.run.dir={run_dir}", *args.overrides,
     ]
     env_vars = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     log = run_dir.with_suffix(".log")
@@ -67,7 +68,8 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=None,
                         help="real env step budget per run (the same on a busy or idle machine)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
-    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--eval-every-steps", type=int, default=None,
+                        help="real env steps between held-out evaluations (default: the preset's marks)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", type=float, default=DEFAULT_TARGET,
                         help="held-out success whose first crossing the table reports in real env steps")
