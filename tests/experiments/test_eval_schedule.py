@@ -74,3 +74,36 @@ def test_t_interval_of_three_seeds_by_hand():
     low, high = t_interval([900, 1000, 1100])
     assert (low, high) == pytest.approx((1000 - 248.414, 1000 + 248.414), abs=0.01)
     assert t_interval([500]) is None
+
+
+def test_report_md_shows_each_runs_ledger_and_full_overrides_and_the_mark_grid(tmp_path):
+    import json as _json
+
+    from experiments.report import write_report
+
+    ledger = {"real_env_steps": 900, "warm_start_expert_steps": 1234, "world_model_real_steps": 870,
+              "world_model_expert_steps": 0, "critic_real_steps": 0, "eval_env_steps": 2560, "evaluations": 4}
+    for name, curve in {"mb": [(0, 0.5), (300, 0.85), (600, 0.9), (900, 0.9)],
+                        "mf": [(0, 0.5), (300, 0.6), (600, 0.85), (900, 0.7)]}.items():
+        folder = tmp_path / "runs" / f"method={name},seed=0"
+        (folder / ".hydra").mkdir(parents=True)
+        (folder / ".hydra" / "overrides.yaml").write_text(f"- algo=grpo\n- imagination.ratio={0.9 if name == 'mb' else 0}\n"
+                                                          "- seed=0\n")
+        (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 300\n")
+        (folder / "metrics.jsonl").write_text("".join(
+            _json.dumps({"iteration": i, "charts/real_env_steps": x, "eval/success_rate": v}) + "\n"
+            for i, (x, v) in enumerate(curve)))
+        (folder / "summary.json").write_text(_json.dumps({"final_success": curve[-1][1], "ledger": ledger}))
+        (folder / "done").write_text("")
+    _, md = write_report(tmp_path / "runs", tmp_path / "out", 0.8,
+                         names=lambda run: run.path.name.split(",")[0].split("=")[1])
+    text = md.read_text()
+    assert "marks every 300 real env steps" in text
+    rows: dict[str, str] = {}
+    for line in text.splitlines():  # the summary table's rows: the first line naming each configuration
+        if line.startswith("| m"):
+            rows.setdefault(line.split("|")[1].strip(), line)
+    assert "| 300 " in rows["mb"]  # 300, 600, 900 all >= 0.8
+    assert "not reached (0/1)" in rows["mf"]  # the 0.85 at 600 falls back to 0.7: not held
+    assert "| 1,234 " in text and "| 2,560 " in text and "| 870 " in text  # the ledger's entries
+    assert "algo=grpo imagination.ratio=0.9" in text  # the full overrides, beside the short name

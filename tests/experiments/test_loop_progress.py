@@ -95,3 +95,22 @@ def test_a_saved_record_restores_every_counter(tmp_path):
     )
     assert resumed.imagination == SAVED_IMAGINATION
     assert 12.0 <= resumed.elapsed_s < 60.0  # the clock goes on from the saved elapsed time
+
+
+def test_the_ledger_round_trips_through_a_checkpoint_and_an_older_one_starts_it_at_zero(tmp_path):
+    from experiments.ledger import Ledger
+
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append(trajectories(0, 5))
+    progress = LoopProgress.fresh(ImaginationConfig(), branch_seed=0, warm_start_env_steps=5)
+    progress.ledger = Ledger(world_model_expert_steps=7, world_model_real_steps=40, critic_real_steps=33,
+                             eval_env_steps=300, evaluations=3, steps_at_refit=40)
+    loop = progress.loop_state(2, stopped=False, metrics_lines=3, store_trajectories=5, counterfactual_recent=None)
+    read_back = LoopState(**json.loads(json.dumps(dataclasses.asdict(loop))))
+    resumed = LoopProgress.fresh(ImaginationConfig(), branch_seed=0, warm_start_env_steps=0)
+    resumed.restore(read_back, store)
+    assert resumed.ledger == progress.ledger and resumed.ledger is not progress.ledger
+    older = dataclasses.asdict(loop)
+    del older["ledger"]  # a checkpoint written before the ledger existed
+    resumed.restore(LoopState(**older), store)
+    assert resumed.ledger == Ledger()
