@@ -64,8 +64,8 @@ from experiments.distributed import (
 )
 from experiments.eval_schedule import evaluation_due, mark_metrics
 from experiments.evaluation import Evaluation, evaluate, render_transcript, summarise, training_eval_seeds
-from experiments.loop_progress import LoopProgress
 from experiments.ledger import ledger_summary
+from experiments.loop_progress import LoopProgress
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
 from experiments.resume import (

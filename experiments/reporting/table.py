@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.reporting.curves import mark_curve, mean_and_std, steps_to_held_target, t_interval, value_at_budget
+from experiments.reporting.curves import (
+    mark_curve,
+    mean_and_std,
+    steps_to_held_target,
+    t_interval,
+    value_at_budget,
+)
 from experiments.reporting.runs import Run
 
 

@@ -6,7 +6,13 @@ import math
 import pytest
 
 from experiments.eval_schedule import evaluation_due, mark_metrics, marks_crossed
-from experiments.reporting.curves import mark_curve, steps_to_held_target, steps_to_target, t_interval, t_quantile
+from experiments.reporting.curves import (
+    mark_curve,
+    steps_to_held_target,
+    steps_to_target,
+    t_interval,
+    t_quantile,
+)
 
 
 def test_an_iteration_reaches_the_marks_between_its_step_counts():
