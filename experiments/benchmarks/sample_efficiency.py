@@ -214,9 +214,15 @@ def method_name(run) -> str | None:
     return fields.get("method")
 
 
+def is_model_based(method: str) -> bool:
+    """Whether a method learns from a world model (its real steps are the ones it was fitted on)."""
+    return "imagination=dyna" in METHODS.get(method, [])
+
+
 def best(rows: list[SummaryRow], model_based: bool) -> SummaryRow | None:
-    """The best row (the report's order) among the model-based methods, or among all the others."""
-    chosen = [row for row in rows if row.label.startswith("mb_") == model_based]
+    """The best row (the report's order) among the model-based methods, or among all the others: every
+    model-free method and control."""
+    chosen = [row for row in rows if is_model_based(row.label) == model_based]
     return chosen[0] if chosen else None
 
 

@@ -164,3 +164,23 @@ def test_jobs_clone_each_warm_start_once_before_the_other_methods_load_it():
     assert sorted(jobs) == sorted((e, m, s) for e in "ab" for m in "mno" for s in (0, 1))  # each run once
     assert jobs[:4] == [("a", "m", 0), ("a", "m", 1), ("b", "m", 0), ("b", "m", 1)]
     assert jobs[4:6] == [("a", "n", 0), ("a", "o", 0)]  # then seed by seed, as before
+
+
+def test_the_headline_takes_the_best_of_all_model_free_methods_and_controls(tmp_path):
+    import json
+
+    # Marks every 100 steps; each run's held crossing by hand: mb 200, grpo 600, the small-batch control 400.
+    curves = {"mb_grpo_r0.9": [0.5, 0.6, 0.85, 0.9, 0.9, 0.9, 0.9, 0.9],
+              "grpo": [0.5, 0.6, 0.7, 0.7, 0.9, 0.7, 0.85, 0.9, 0.9],  # the spike at 400 is not held
+              "grpo_small_batch": [0.5, 0.6, 0.7, 0.7, 0.85, 0.9, 0.9, 0.9]}
+    for method, values in curves.items():
+        folder = tmp_path / f"method={method},seed=0"
+        (folder / ".hydra").mkdir(parents=True)
+        (folder / ".hydra" / "overrides.yaml").write_text(f"- seed=0\n- marker={method}\n")  # one config each
+        (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 100\n")
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"iteration": i, "charts/real_env_steps": 100 * i, "eval/success_rate": v}) + "\n"
+            for i, v in enumerate(values)))
+        (folder / "done").write_text("")
+    line = sample_efficiency.headline(tmp_path, 0.8)
+    assert line == "headline: mb_grpo_r0.9 200 against grpo_small_batch 400 real steps to 0.8: 2.0x fewer"
