@@ -4,9 +4,12 @@ rows and their text, ``plot`` the figure. ``experiments/report.py`` is the comma
 
 from experiments.reporting.curves import (
     MeanCurve,
+    mark_curve,
     mean_and_std,
     mean_curve,
+    steps_to_held_target,
     steps_to_target,
+    t_interval,
     value_at,
     value_at_budget,
 )
@@ -22,6 +25,6 @@ from experiments.reporting.table import SummaryRow, format_table, run_table, sum
 
 __all__ = [
     "MeanCurve", "Run", "SummaryRow", "configuration_labels", "configurations", "find_run_dirs", "format_table",
-    "load_run", "load_runs", "mean_and_std", "mean_curve", "run_table", "steps_to_target", "summary_rows",
-    "value_at", "value_at_budget",
+    "load_run", "load_runs", "mark_curve", "mean_and_std", "mean_curve", "run_table", "steps_to_held_target",
+    "steps_to_target", "summary_rows", "t_interval", "value_at", "value_at_budget",
 ]

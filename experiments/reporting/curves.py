@@ -2,7 +2,10 @@
 
 A curve is a list of ``(real env steps, value)`` sorted by steps. Conventions used throughout:
 
-- Steps to a target never interpolate: it is the step count of the first evaluation at or above it.
+- Steps to a target never interpolate. The report reads them on a grid of real-step marks
+  (``mark_curve``) as the first mark held at or above the target for the next two marks
+  (``steps_to_held_target``); ``steps_to_target``, the first evaluation at or above it, is the
+  first-crossing rule that more frequent looks bias, kept for comparison.
 - The spread over seeds is the sample standard deviation (divisor n - 1); with one seed there is
   none (``None``).
 - Seeds evaluated at different step counts are combined on a common grid by holding each seed's
