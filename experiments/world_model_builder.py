@@ -21,6 +21,7 @@ def build_world_model(
     tokenizer = TurnTokenizer.build(vocabulary, limits)
     if options.name == "lm":
         config = LMWorldModelConfig(options.lm, limits.observation, limits.action, len(tokenizer),
-                                    num_members=options.num_members, head_hidden=options.head_hidden)
+                                    num_members=options.num_members, head_hidden=options.head_hidden,
+                                    disagreement=options.disagreement)
         return LMWorldModel(config, tokenizer, seed=seed).to(options.lm.device)
     return WorldModel(WorldModelConfig.from_options(tokenizer, options), tokenizer, seed=seed)

@@ -7,6 +7,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from world_model.disagreement_score import check_score
+
 DTYPES = ("float32", "bfloat16")
 
 
@@ -86,6 +88,9 @@ class LMWorldModelConfig:
     saved model is rebuilt from its own folder."""
     kind: str = "lm"
     """Tells ``world_model.loading`` which model a folder holds."""
+    disagreement: str = "sum"
+    """How each observation's per-token disagreement is pooled (``world_model.disagreement``, the same
+    options and scale as the latent model's: ``sum``, ``max`` or ``mean``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.options, dict):
@@ -98,6 +103,7 @@ class LMWorldModelConfig:
                 raise ValueError(f"LMWorldModelConfig.{name} must be a number >= 0, got {value!r}")
         if self.kind != "lm":
             raise ValueError(f"LMWorldModelConfig.kind must be 'lm', got {self.kind!r}")
+        check_score(self.disagreement, "LMWorldModelConfig.disagreement")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

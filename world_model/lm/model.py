@@ -6,7 +6,8 @@ latest ``history_turns`` turns, the action: ``world_model.lm.codec``), samples t
 the members' mixture with a KV cache (``world_model.kv_sampling.sample_with_cache``, the policy's
 loop), then runs every member once over prompt + observation to read reward and done from its
 head on the closing token's hidden state and the members' disagreement over the written tokens
-(mean mutual information per token, ``</s>`` included: the latent model's measure). The prompt,
+(mutual information per token, ``</s>`` included, pooled as ``world_model.disagreement`` says: the
+latent model's measure). The prompt,
 hence the cost of a step, grows with the window; the latent model's does not.
 
 Saved by ``save_pretrained`` as ``model.safetensors`` + ``config.json`` (+ the env word tokenizer
@@ -150,8 +151,9 @@ class LMWorldModel(nn.Module, PyTorchModelHubMixin):
 
     @torch.no_grad()
     def disagreement(self, states: LMState, actions: Sequence[str], observations: Sequence[str]) -> torch.Tensor:
-        """``(B,)`` the members' mean mutual information per token of each given observation (``</s>``
-        included) after its action, teacher-forced: ``step``'s measure on outcomes the caller chose."""
+        """``(B,)`` the members' mutual information over the tokens of each given observation (``</s>``
+        included), pooled by ``config.disagreement``, after its action, teacher-forced: ``step``'s measure
+        on outcomes the caller chose."""
         self._check_rows(states, actions, "actions")
         self._check_rows(states, observations, "observations")
         return self._score(self._prompts(states, actions), self.codec.targets(observations)).disagreement
@@ -164,7 +166,8 @@ class LMWorldModel(nn.Module, PyTorchModelHubMixin):
         after the given observation (as a real turn would be read)."""
         targets = self.codec.targets(observations)
         scored = score_rows(self.members, self.heads, self._prompts(states, actions), targets,
-                            pad=self.codec.pad_id, device=self.device, banned=self.mixture.banned)
+                            pad=self.codec.pad_id, device=self.device, banned=self.mixture.banned,
+                            score=self.config.disagreement)
         logps = [row[row.shape[0] - len(t):].cpu() for row, t in zip(scored.mixture_logps, targets, strict=True)]
         return logps, scored.rewards, torch.sigmoid(scored.done_logits)
 
@@ -181,7 +184,8 @@ class LMWorldModel(nn.Module, PyTorchModelHubMixin):
         return LMState.concat(parts) if parts else LMState((), (), ())
 
     def _score(self, prompts: list[list[int]], targets: list[list[int]]) -> Scored:
-        return score_rows(self.members, self.heads, prompts, targets, pad=self.codec.pad_id, device=self.device)
+        return score_rows(self.members, self.heads, prompts, targets, pad=self.codec.pad_id, device=self.device,
+                          score=self.config.disagreement)
 
     @staticmethod
     def _check_rows(states: LMState, values: Sequence[str], name: str) -> None:

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from envs.token_positions import position_ids_for
+from world_model.disagreement_score import row_score
 from world_model.lm.members import Members
 from world_model.lm.mixture import mixture_logprobs
 from world_model.uncertainty import entropy
@@ -38,16 +39,17 @@ class Scored:
     token_nll: torch.Tensor  # (K,) each member's mean NLL per target token over all rows
     rewards: torch.Tensor  # (K, B) each member's reward head
     done_logits: torch.Tensor  # (K, B) each member's done head
-    disagreement: torch.Tensor  # (B,) mean mutual information per target token (no gradient)
+    disagreement: torch.Tensor  # (B,) mutual information over the target tokens, pooled (no gradient)
     mixture_logps: torch.Tensor | None = None  # (B, L) log-prob of each target token under the sampled
     # distribution (members' mean softmax without the banned ids), right-aligned; with ``banned`` only
 
 
 def score_rows(members: Members, heads: nn.ModuleList, prompts: Sequence[Sequence[int]],
                targets: Sequence[Sequence[int]], *, pad: int, device: torch.device,
-               banned: torch.Tensor | None = None) -> Scored:
+               banned: torch.Tensor | None = None, score: str = "sum") -> Scored:
     """Run each member over ``prompts[b] + targets[b]`` (every target non-empty); with ``banned`` (the
-    ids sampling never emits) also the target tokens' log-probs under the sampled mixture."""
+    ids sampling never emits) also the target tokens' log-probs under the sampled mixture. ``score``
+    pools each row's per-token disagreement (``disagreement_score.row_score``)."""
     if len(prompts) != len(targets) or any(not t for t in targets):
         raise ValueError("score_rows needs one non-empty target per prompt")
     ids, mask = left_pad([[*p, *t] for p, t in zip(prompts, targets, strict=True)], pad)  # (B, T)
@@ -78,7 +80,7 @@ def score_rows(members: Members, heads: nn.ModuleList, prompts: Sequence[Sequenc
     count = members.num_members
     with torch.no_grad():
         information = (entropy(mix / count) - own_entropy / count).clamp(min=0.0)  # (B, L)
-        disagreement = (information * scored).sum(-1) / scored.sum(-1)  # (B,)
+        disagreement = row_score(information, scored, score)  # (B,)
         mixture = None
         if banned is not None:
             logp = mixture_logprobs(torch.stack(kept), banned)  # (B, L, V)

@@ -11,12 +11,13 @@ from world_model.turn_tokens import TurnTokenizer
 ENV = "hidden_number"
 
 
-def tiny_lm_world_model(members: int = 2, *, seed: int = 0, history_turns: int = 2, **options) -> LMWorldModel:
+def tiny_lm_world_model(members: int = 2, *, seed: int = 0, history_turns: int = 2, disagreement: str = "sum",
+                        **options) -> LMWorldModel:
     tk = TurnTokenizer.for_env(ENV, {})
     opts = LMOptions(history_turns=history_turns, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
                      **options)
     config = LMWorldModelConfig(opts, tk.limits.observation, tk.limits.action, len(tk), num_members=members,
-                                head_hidden=16)
+                                head_hidden=16, disagreement=disagreement)
     return LMWorldModel(config, tk, seed=seed).eval()
 
 
