@@ -17,22 +17,17 @@ model itself is saved with ``save_pretrained``). Without one it writes nothing, 
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
 
 from envs.store import TrajectoryStore
 from envs.trajectory import Trajectory
 from world_model.batch import WorldModelBatch
 from world_model.data import LOSS_PARTS, evaluate_loss, is_trainable, trainable, trajectory_loader
+from world_model.lightning_fit import check_budget, fit_metrics, run_fit
 from world_model.model import WorldModel
 
 
@@ -70,21 +65,6 @@ class WorldModelModule(L.LightningModule):
         return torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
 
 
-@contextlib.contextmanager
-def quiet_lightning() -> Iterator[None]:
-    """Silence Lightning's per-Trainer banners (accelerators, logger tips) and its advice warnings,
-    which a training loop refitting every iteration would otherwise print every iteration."""
-    lightning_log = logging.getLogger("lightning.pytorch")
-    level = lightning_log.level
-    lightning_log.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", module=r"lightning\.pytorch.*")
-            yield
-    finally:
-        lightning_log.setLevel(level)
-
-
 def fit_world_model(
     trajectories_train: Sequence[Trajectory],
     trajectories_val: Sequence[Trajectory],
@@ -112,11 +92,7 @@ def fit_world_model(
     ``wm/val_loss`` of the last validation pass, ...), ``steps``, ``epochs``, ``fit_s``. The model
     is left in eval mode.
     """
-    if max_steps is None and max_epochs is None:
-        raise ValueError("give max_steps or max_epochs")
-    for name, value in (("max_steps", max_steps), ("max_epochs", max_epochs), ("val_every_steps", val_every_steps)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+    check_budget(max_steps, max_epochs, val_every_steps)
     train_items, val_items = trainable(trajectories_train), trainable(trajectories_val)
     metrics = {f"val_before/{k}": v for k, v in evaluate_loss(model, val_items, batch_size=batch_size).items()}
     module = WorldModelModule(model, lr=lr, weight_decay=weight_decay)
@@ -124,47 +100,16 @@ def fit_world_model(
     val_loader = (
         trajectory_loader(val_items, model.tokenizer, batch_size=batch_size) if val_items else None
     )
-    callbacks, logger = [], False
-    if log_dir is not None:
-        log_dir = Path(log_dir)
-        logger = TensorBoardLogger(save_dir=str(log_dir), name="tensorboard", version=0, default_hp_metric=False)
-        callbacks.append(
-            ModelCheckpoint(dirpath=log_dir / "checkpoints", filename="last", save_top_k=1,
-                            enable_version_counter=False)
-        )
-    val_interval = None
-    if val_every_steps is not None and val_loader is not None:
-        val_interval = min(val_every_steps, len(train_loader))
-    with quiet_lightning() if not progress else contextlib.nullcontext():  # banners only with a progress bar
-        trainer = L.Trainer(
-            accelerator="cpu",
-            devices=1,
-            max_steps=-1 if max_steps is None else max_steps,
-            max_epochs=-1 if max_epochs is None else max_epochs,
-            logger=logger,
-            callbacks=callbacks,
-            enable_checkpointing=log_dir is not None,
-            enable_progress_bar=progress,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            log_every_n_steps=1,
-            limit_val_batches=1.0 if val_loader is not None else 0,
-            val_check_interval=val_interval,
-            default_root_dir=str(log_dir) if log_dir is not None else None,
-        )
-        start = time.monotonic()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader)
-    fit_s = time.monotonic() - start
+    trainer, fit_s = run_fit(module, train_loader, val_loader, max_steps=max_steps, max_epochs=max_epochs,
+                             seed=seed, progress=progress, val_every_steps=val_every_steps, log_dir=log_dir,
+                             checkpoints=True)
     model.eval()
     metrics.update({f"val_after/{k}": v for k, v in evaluate_loss(model, val_items, batch_size=batch_size).items()})
     if score_train:
         metrics.update(
             {f"train_after/{k}": v for k, v in evaluate_loss(model, train_items, batch_size=batch_size).items()}
         )
-    metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("wm/")})
-    metrics.update({"steps": trainer.global_step, "epochs": trainer.current_epoch, "fit_s": fit_s})
+    metrics.update(fit_metrics(trainer, fit_s))
     return metrics
 
 

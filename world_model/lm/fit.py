@@ -10,9 +10,7 @@ determinism (a seeded loader, the fit inside ``torch.random.fork_rng``), the met
 
 from __future__ import annotations
 
-import contextlib
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -24,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from envs.trajectory import Trajectory
 from world_model.data import trainable
-from world_model.lightning_module import quiet_lightning
+from world_model.lightning_fit import check_budget, fit_metrics, run_fit
 from world_model.lm.history import LMState
 from world_model.lm.model import LMWorldModel
 
@@ -127,34 +125,19 @@ def fit_lm_world_model(trajectories_train: Sequence[Trajectory], trajectories_va
                        val_every_steps: int | None = None, score_train: bool = True) -> dict[str, float]:
     """Fit ``model`` in place; the keywords and returned keys of ``fit_world_model`` (``log_dir`` only
     sets Lightning's root folder: no checkpoint is written)."""
-    if max_steps is None and max_epochs is None:
-        raise ValueError("give max_steps or max_epochs")
+    check_budget(max_steps, max_epochs, val_every_steps)
     train_items, val_items = trainable(trajectories_train), trainable(trajectories_val)
     metrics = {f"val_before/{k}": v for k, v in evaluate_lm_loss(model, val_items, batch_size=batch_size).items()}
     device = model.device
     module = LMWorldModelModule(model, lr=lr, weight_decay=weight_decay)
     train_loader = row_loader(model, train_items, batch_size=batch_size, shuffle=True, seed=seed)
     val_loader = row_loader(model, val_items, batch_size=batch_size) if val_items else None
-    with quiet_lightning() if not progress else contextlib.nullcontext():
-        trainer = L.Trainer(
-            accelerator="cpu" if device.type == "cpu" else "gpu",
-            devices=1 if device.type == "cpu" else [device.index or 0],
-            max_steps=-1 if max_steps is None else max_steps, max_epochs=-1 if max_epochs is None else max_epochs,
-            logger=False, enable_checkpointing=False, enable_progress_bar=progress, enable_model_summary=False,
-            num_sanity_val_steps=0, log_every_n_steps=1, limit_val_batches=1.0 if val_loader is not None else 0,
-            val_check_interval=None if val_every_steps is None or val_loader is None
-            else min(val_every_steps, len(train_loader)),
-            default_root_dir=str(log_dir) if log_dir is not None else None,
-        )
-        start = time.monotonic()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader)
-    fit_s = time.monotonic() - start
+    trainer, fit_s = run_fit(module, train_loader, val_loader, max_steps=max_steps, max_epochs=max_epochs,
+                             seed=seed, progress=progress, val_every_steps=val_every_steps, log_dir=log_dir,
+                             checkpoints=False, device=device)
     model.to(device).eval()  # Lightning moves a module it fitted on a GPU back to the CPU at teardown
     metrics.update({f"val_after/{k}": v for k, v in evaluate_lm_loss(model, val_items, batch_size=batch_size).items()})
     if score_train:
         metrics.update({f"train_after/{k}": v for k, v in evaluate_lm_loss(model, train_items, batch_size=batch_size).items()})
-    metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("wm/")})
-    metrics.update({"steps": trainer.global_step, "epochs": trainer.current_epoch, "fit_s": fit_s})
+    metrics.update(fit_metrics(trainer, fit_s))
     return metrics
