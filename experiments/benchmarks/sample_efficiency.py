@@ -39,6 +39,7 @@ from experiments.checkpoint import list_checkpoints
 from experiments.config import Resolved, register_configs, validate
 from experiments.report import write_report
 from experiments.reporting import SummaryRow, configurations, load_runs, summary_rows
+from experiments.reporting.break_even import break_even_step_cost, format_step_cost
 from experiments.reporting.table import common_marks
 from experiments.resume import CHECKPOINTS
 
@@ -228,7 +229,8 @@ def best(rows: list[SummaryRow], model_based: bool) -> SummaryRow | None:
 
 def headline(env_dir: Path, target: float) -> str:
     """One line: the best model-based method against the best model-free method or control, real steps
-    to ``target`` by the report's rule, and their ratio when both reached it on every seed."""
+    to ``target`` by the report's rule, their ratio when both reached it on every seed, and then the
+    break-even cost of a real step (``experiments/reporting/break_even.py``)."""
     runs = load_runs(env_dir)
     rows = summary_rows(configurations(runs, REPORT_IGNORE, names=method_name), target, marks=common_marks(runs))
     mb, mf = best(rows, True), best(rows, False)
@@ -237,4 +239,8 @@ def headline(env_dir: Path, target: float) -> str:
     text = f"headline: {mb.label} {mb.steps_text()} against {mf.label} {mf.steps_text()} real steps to {target:g}"
     if mb.reached == mb.seeds and mf.reached == mf.seeds and mb.steps_mean:
         text += f": {mf.steps_mean / mb.steps_mean:.1f}x fewer"
+        if mb.step_seconds_mean is not None and mf.step_seconds_mean is not None:
+            cost = break_even_step_cost(mb.steps_mean, mb.step_seconds_mean, mf.steps_mean, mf.step_seconds_mean)
+            text += (f"; first in wall-clock too once a real step costs {format_step_cost(cost)} or more "
+                     f"(compute per real step {mb.step_seconds_mean:.3f} s against {mf.step_seconds_mean:.3f} s)")
     return text

@@ -43,6 +43,8 @@ class SummaryRow:
     # Per budget of real env steps (``--at``): each counted seed's success after it, None for a seed
     # that stopped before spending it.
     at_budget: tuple[tuple[float, tuple[float | None, ...]], ...] = ()
+    # Mean over the seeds of wall seconds per real env step (the run's own compute, the env included).
+    step_seconds_mean: float | None = None
 
     @property
     def reached(self) -> int:
@@ -113,6 +115,7 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
         reached = [s for s in steps if s is not None]
         finals = [r.final_success for r in counted if r.final_success is not None]
         walls = [r.wall_s for r in counted if r.wall_s is not None]
+        step_seconds = [r.wall_s / r.real_env_steps for r in counted if r.wall_s is not None and r.real_env_steps]
         steps_mean, steps_std = mean_and_std(reached) if reached else (None, None)
         wall_mean, wall_std = mean_and_std(walls) if walls else (None, None)
         final_mean, final_std = mean_and_std(finals) if finals else (None, None)
@@ -123,6 +126,7 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
             steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean,
             steps_ci=t_interval(reached) if len(reached) == len(counted) else None, final_std=final_std,
             wall_mean_s=wall_mean, wall_std_s=wall_std,
+            step_seconds_mean=sum(step_seconds) / len(step_seconds) if step_seconds else None,
             at_budget=tuple((budget, tuple(value_at_budget(r.curve, budget) for r in counted)) for budget in at),
         ))
     return sorted(rows, key=SummaryRow.sort_key)

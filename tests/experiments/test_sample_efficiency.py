@@ -184,3 +184,26 @@ def test_the_headline_takes_the_best_of_all_model_free_methods_and_controls(tmp_
         (folder / "done").write_text("")
     line = sample_efficiency.headline(tmp_path, 0.8)
     assert line == "headline: mb_grpo_r0.9 200 against grpo_small_batch 400 real steps to 0.8: 2.0x fewer"
+
+
+def test_the_headline_gives_the_break_even_cost_of_a_real_step(tmp_path):
+    import json
+
+    # mb: held from 200 real steps, 500 s over its 500 steps (1 s per step); grpo: held from 600, 50 s over
+    # 1,000 steps (0.05 s per step). By hand: (200 * 1 - 600 * 0.05) / (600 - 200) = 170 / 400 = 0.425 s.
+    runs = {"mb_grpo_r0.9": ([0.5, 0.6, 0.85, 0.9, 0.9, 0.9], 500.0),
+            "grpo": ([0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.85, 0.9, 0.9, 0.9, 0.9], 50.0)}
+    for method, (values, wall) in runs.items():
+        folder = tmp_path / f"method={method},seed=0"
+        (folder / ".hydra").mkdir(parents=True)
+        (folder / ".hydra" / "overrides.yaml").write_text(f"- seed=0\n- marker={method}\n")
+        (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 100\n")
+        last = len(values) - 1
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"iteration": i, "charts/real_env_steps": 100 * i, "eval/success_rate": v,
+                        "charts/elapsed_s": wall * i / last}) + "\n" for i, v in enumerate(values)))
+        (folder / "done").write_text("")
+    line = sample_efficiency.headline(tmp_path, 0.8)
+    assert line.startswith("headline: mb_grpo_r0.9 200 against grpo 600 real steps to 0.8: 3.0x fewer")
+    assert "once a real step costs 0.42 s or more" in line or "once a real step costs 0.43 s or more" in line
+    assert "(compute per real step 1.000 s against 0.050 s)" in line
