@@ -11,6 +11,11 @@ and prints quantiles of the step's disagreement under each pooling (``sum``, the
 same sampled words (the generator is reseeded; pooling does not change what is drawn). The presets'
 ``halt_uncertainty`` and ``reward_penalty`` are set from these figures. Last, each pooling's AUROC
 as a score for a wrong greedy one-step prediction (the world-model benchmark's ``auroc``).
+
+``--bootstrap`` fits each member on its own resample of every batch (``world_model.bootstrap``).
+``--shift``: the members are fitted on random-agent episodes only and scored on held-out expert
+episodes, transitions of a different policy than the one the model learned from (with the default,
+both kinds are in the fit and in the held-out set).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Sequence
 import torch
 
 from envs import ExpertAgent, RandomAgent, collect
+from envs.splits import split_seeds
 from experiments.benchmarks.world_model.metrics import auroc
 from experiments.benchmarks.world_model.scoring import greedy_step, history_states, normalised
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
@@ -33,11 +39,15 @@ PRESET = {"latent_size": 64, "num_members": 3,
 QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
 
 
-def episodes(env: str, kwargs: dict, count: int, seed: int) -> list:
-    half = count // 2
-    return (collect(RandomAgent(seed), env, env_kwargs=kwargs, group_size=1, n_groups=half, seed=seed, progress=False)
-            + collect(ExpertAgent(), env, env_kwargs=kwargs, group_size=1, n_groups=count - half, seed=seed + 1,
-                      progress=False))
+def episodes(env: str, kwargs: dict, count: int, split: str, seed: int,
+             kinds: Sequence[str] = ("random", "expert")) -> list:
+    """``count`` episodes on distinct ``split`` tasks (``envs.splits``: train and eval tasks are disjoint),
+    split evenly over ``kinds`` (``random``: a uniform random agent; ``expert``: the env's scripted expert)."""
+    seeds = split_seeds(env, kwargs, split, seed=seed, count=count)
+    agents = {"random": RandomAgent(seed), "expert": ExpertAgent()}
+    return [episode for i, kind in enumerate(kinds)
+            for episode in collect(agents[kind], env, env_kwargs=kwargs, group_size=1,
+                                   group_seeds=seeds[i :: len(kinds)], progress=False)]
 
 
 def step_scores(model: WorldModel, held_out: Sequence, pooling: str, seed: int) -> torch.Tensor:
@@ -54,19 +64,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     p.add_argument("--env", default="hidden_number")
     p.add_argument("--env-kwargs", default='{"n": 5, "max_turns": 3, "observation": "transcript"}',
                    help="JSON; the default is the learning_check task the model_based preset runs")
-    p.add_argument("--episodes", type=int, default=128, help="training episodes (as many again held out)")
+    p.add_argument("--episodes", type=int, default=128, help="training episodes on train tasks (as many again on held-out eval tasks)")
     p.add_argument("--steps", type=int, default=300, help="fit steps (a run's first fit)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", action="store_true", help="each member fitted on its own resample of each batch")
+    p.add_argument("--shift", action="store_true",
+                   help="fit on random-agent episodes only, score on held-out expert episodes")
     args = p.parse_args(argv)
     kwargs = json.loads(args.env_kwargs)
     tokenizer = TurnTokenizer.for_env(args.env, kwargs)
-    model = WorldModel(WorldModelConfig.for_tokenizer(tokenizer, **PRESET), tokenizer, seed=args.seed)
-    train = episodes(args.env, kwargs, args.episodes, args.seed)
-    held_out = episodes(args.env, kwargs, args.episodes, args.seed + 1000)
+    config = WorldModelConfig.for_tokenizer(tokenizer, **PRESET, bootstrap=args.bootstrap)
+    model = WorldModel(config, tokenizer, seed=args.seed)
+    train_kinds, held_kinds = (("random",), ("expert",)) if args.shift else (("random", "expert"),) * 2
+    train = episodes(args.env, kwargs, args.episodes, "train", args.seed, train_kinds)
+    held_out = episodes(args.env, kwargs, args.episodes, "eval", args.seed, held_kinds)
     fit_world_model(train, [], model, max_steps=args.steps, batch_size=16, lr=1e-3, seed=args.seed)
     model.eval()
     scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in SCORES}
-    print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps")
+    setting = f"bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
+    print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps, "
+          f"{setting}")
     print("pooling " + " ".join(f"p{round(q * 100):>2}".rjust(8) for q in QUANTILES) + "  share > 0.03, 0.1, 0.3")
     for pooling, u in scores.items():
         qs = torch.quantile(u.double(), torch.tensor(QUANTILES, dtype=torch.double))
