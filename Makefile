@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev,textarena]"
+	$(PY) -m pip install --quiet -e ".[dev,textarena,gym]"
 	touch $(STAMP)
 
 # A model-based run against its model-free baseline on a small task, then their report (a few minutes

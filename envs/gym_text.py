@@ -13,7 +13,10 @@ episode; so does reaching this adapter's ``max_turns`` (also a cut-off from outs
 env). ``info["valid"]`` and ``info["success"]`` pass through when the env sets them; without
 ``success``, a terminated step with reward >= ``success_reward`` is a success. Observations and
 actions must be ``str``. The wrapped env's optional ``expert_action``, ``random_action(rng)``,
-``task_key`` and ``is_well_formed(text)`` are used when present. Snapshots replay seed and actions
+``task_key`` and ``is_well_formed(text)`` are used when present, found on the env or, behind
+gymnasium's wrappers (which hide them), on its ``unwrapped`` env; so ``entry_point=gymnasium:make``
+with ``kwargs={"id": "my_pkg.envs:MyEnv-v0", "max_episode_steps": 20}`` takes a registered gymnasium
+env as it is, ``TimeLimit`` truncation included. Snapshots replay seed and actions
 (``envs.replay``), so the env must be determined by its reset seed.
 """
 
@@ -74,7 +77,7 @@ class GymTextEnv:
 
     @property
     def capabilities(self) -> Capabilities:
-        has = lambda method: callable(getattr(self._inner, method, None))  # noqa: E731
+        has = lambda method: self._optional(method) is not None  # noqa: E731
         return Capabilities(expert=has("expert_action"), task_key=has("task_key"), max_turns_option=True,
                             snapshots=True, random_action=has("random_action"))
 
@@ -104,9 +107,18 @@ class GymTextEnv:
         return StepResult(self._last, float(reward), bool(terminated), {
             **info, "valid": bool(info.get("valid", True)), "success": success, "truncated": cut, "turn": self._turn})
 
+    def _optional(self, method: str):
+        """The wrapped env's optional ``method``, else its ``unwrapped`` env's (gymnasium's wrappers do
+        not forward custom methods); None when neither has it."""
+        for env in (self._inner, getattr(self._inner, "unwrapped", None)):
+            found = getattr(env, method, None)
+            if callable(found):
+                return found
+        return None
+
     def _extra(self, method: str):
-        found = getattr(self._inner, method, None)
-        if not callable(found):
+        found = self._optional(method)
+        if found is None:
             raise NotImplementedError(f"gym_text: {type(self._inner).__name__} has no {method}()")
         return found
 
@@ -118,12 +130,12 @@ class GymTextEnv:
 
     def task_key(self) -> str | None:
         ensure_started(self._log.seed is not None, self.name, "task_key")
-        found = getattr(self._inner, "task_key", None)
-        return found() if callable(found) else None
+        found = self._optional("task_key")
+        return found() if found is not None else None
 
     def is_well_formed(self, text: str) -> bool:
-        found = getattr(self._inner, "is_well_formed", None)
-        return bool(found(text)) if callable(found) else True
+        found = self._optional("is_well_formed")
+        return bool(found(text)) if found is not None else True
 
     def anchor_observation(self) -> str:
         return self._last

@@ -4,6 +4,7 @@ step survived, and an env without expert or transcripts refused with the ways ou
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tests.experiments.test_train_e2e import TINY, run_train
 
 pytestmark = pytest.mark.slow
 NO_TEXTARENA = unavailable("textarena")
+NO_GYMNASIUM = importlib.util.find_spec("gymnasium") is None
 SMALL = [o for o in TINY if not o.startswith("env=")]
 
 
@@ -31,6 +33,17 @@ def test_a_textarena_game_trains_from_the_command_line_and_logs_progress_without
     log = (run_dir / "train.log").read_text()
     assert "behaviour cloning: step 5/5" in log  # trainer.progress=false: the log still says how cloning goes
     assert log.count("evaluation: success") == 3  # before RL and after each of the 2 iterations
+
+
+@pytest.mark.skipif(NO_GYMNASIUM, reason="the gym extra is not installed: pip install -e '.[gym]'")
+def test_a_registered_gymnasium_env_trains_from_the_command_line(tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_train("env=gym_text", "env.kwargs.entry_point=gymnasium:make",
+                     "+env.kwargs.kwargs.id=tests.envs.gymnasium_toy:GuessNumberText-v0", "+env.kwargs.kwargs.max_episode_steps=8",
+                     "algo=grpo", *SMALL, f"hydra.run.dir={run_dir}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "gym_text" and summary["real_env_steps"] > 0 and summary["warm_start_env_steps"] > 0
 
 
 def test_the_gym_toy_warm_starts_from_transcripts(tmp_path):
