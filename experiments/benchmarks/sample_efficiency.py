@@ -205,10 +205,6 @@ def main(argv: list[str] | None = None) -> None:
         print(headline(args.out / env, args.target))
 
 
-if __name__ == "__main__":
-    main()
-
-
 def method_name(run) -> str | None:
     """A benchmark run's method, from its folder name ``method=<method>,seed=<seed>``."""
     fields = dict(part.partition("=")[::2] for part in run.path.name.split(","))
@@ -244,3 +240,7 @@ def headline(env_dir: Path, target: float) -> str:
             text += (f"; first in wall-clock too once a real step costs {format_step_cost(cost)} or more "
                      f"(compute per real step {mb.step_seconds_mean:.3f} s against {mf.step_seconds_mean:.3f} s)")
     return text
+
+
+if __name__ == "__main__":
+    main()
