@@ -3,6 +3,7 @@ keeps finished runs, resumes stopped ones from their checkpoints and starts the 
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from experiments.benchmarks.sample_efficiency import (
     method_overrides,
     run_overrides,
 )
+from envs.registry import unavailable
 from experiments.config import register_configs, validate
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
@@ -207,3 +209,38 @@ def test_the_headline_gives_the_break_even_cost_of_a_real_step(tmp_path):
     assert line.startswith("headline: mb_grpo_r0.9 200 against grpo 600 real steps to 0.8: 3.0x fewer")
     assert "once a real step costs 0.42 s or more" in line or "once a real step costs 0.43 s or more" in line
     assert "(compute per real step 1.000 s against 0.050 s)" in line
+
+
+@pytest.mark.parametrize("method", ["grpo", "gigpo", REFERENCE])
+def test_textarena_runs_with_random_actions_and_keeps_its_word_caps(method):
+    """The TextArena preset runs without an expert (random well-formed actions), and the model-based
+    overrides leave its world-model and critic word caps, which the adapter cannot count by hand."""
+    assert "textarena" in build_parser().parse_args(["--envs", "textarena"]).envs
+    run = compose_run(["experiment=textarena", *method_overrides("textarena", method)])
+    assert run.env.name == "textarena" and run.env.kwargs["game"] == "GuessTheNumber-v0"
+    assert run.trainer.warm_start.enabled and run.trainer.warm_start.random_actions
+    assert run.imagination.enabled == (method == REFERENCE)
+    caps = (run.world_model.max_observation_words, run.world_model.max_action_words)
+    assert caps == (160, 8) == (run.critic.latent.max_observation_words, run.critic.latent.max_action_words)
+
+
+@pytest.mark.skipif(unavailable("textarena") is not None, reason="needs the textarena extra")
+def test_textarena_word_caps_hold_the_games_observations():
+    """The preset's caps hold the longest observation and action of random GuessTheNumber games."""
+    from envs.registry import make
+    from envs.tokenizer import split_words
+
+    run = compose_run(["experiment=textarena"])
+    env, rng = make("textarena", **run.env.kwargs), random.Random(0)
+    longest_observation, longest_action = 0, 0
+    for seed in range(8):
+        texts = [env.reset(seed)]
+        done = False
+        while not done:
+            action = env.random_action(rng)
+            result = env.step(action)
+            texts.append(result.observation)
+            longest_action, done = max(longest_action, len(split_words(action))), result.done
+        longest_observation = max(longest_observation, *(len(split_words(text)) for text in texts))
+    assert longest_observation <= run.world_model.max_observation_words
+    assert longest_action <= run.world_model.max_action_words
