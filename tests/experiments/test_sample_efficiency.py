@@ -244,3 +244,29 @@ def test_textarena_word_caps_hold_the_games_observations():
         longest_observation = max(longest_observation, *(len(split_words(text)) for text in texts))
     assert longest_observation <= run.world_model.max_observation_words
     assert longest_action <= run.world_model.max_action_words
+
+
+@pytest.mark.slow
+def test_the_command_reports_a_finished_sweep(tmp_path):
+    """``python -m`` runs the module top to bottom: the report step after the runs needs the functions
+    defined below ``main`` (a guard placed above them stopped every sweep with a NameError)."""
+    import json
+    import subprocess
+    import sys
+
+    folder = tmp_path / "learning_check" / "method=grpo,seed=0"  # a finished run: kept, not retrained
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("- seed=0\n- algo=grpo\n")
+    (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 100\n")
+    (folder / "metrics.jsonl").write_text("".join(
+        json.dumps({"iteration": i, "charts/real_env_steps": 100 * i, "eval/success_rate": v}) + "\n"
+        for i, v in enumerate([0.5, 0.9, 0.9, 0.9])))
+    (folder / "done").write_text("")
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "experiments.benchmarks.sample_efficiency", "--envs", "learning_check",
+                           "--methods", "grpo", "--seeds", "0", "--out", str(tmp_path)],
+                          cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "kept learning_check/grpo/seed 0" in done.stdout and "| grpo " in done.stdout
+    assert "headline: needs a model-based method and a model-free one" in done.stdout
+    assert (tmp_path / "learning_check" / "sample_efficiency.png").exists()
