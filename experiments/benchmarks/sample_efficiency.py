@@ -3,6 +3,8 @@
     python -m experiments.benchmarks.sample_efficiency --envs hidden_number --seeds 0 1 2 --jobs 2
     python -m experiments.benchmarks.sample_efficiency --envs learning_check --env-steps 3000 --seeds 0 1 2
     python -m experiments.benchmarks.sample_efficiency --methods grpo mb_grpo_r0.5 mb_grpo_r0.75 mb_grpo_r0.9 --seeds 0
+    python -m experiments.benchmarks.sample_efficiency --envs textarena --methods grpo gigpo mb_grpo_r0.9 --env-steps 1200 \
+        --eval-every-steps 300   # GuessTheNumber-v0, warm-started from random well-formed actions
 
 Every (env, method, seed) is one ``experiments.train`` run in a subprocess (one torch thread each,
 ``--jobs`` at a time) from the env's ``experiment=`` preset, its behaviour-cloned warm start, and a
