@@ -13,6 +13,10 @@ What is scored:
 - ``latent_mask[b, k]``: the latent after ``k`` turns is trained to rewrite the observation seen
   then (``text_ids[b, k]``) for ``branch_turn <= k <= num_turns``.
 
+Turn ``t``'s previous observation (the one its action was taken in, the copy memory of a decoder
+with ``copy_observation``) is ``text_ids[b, t]``, the text row before its target ``text_ids[b, t +
+1]``: ``previous_ids`` / ``previous_mask`` give that ``(B, N, S)`` view, so no row is stored twice.
+
 Only real trajectories are accepted: a world model trained on its own imaginations would learn its
 own errors. Trajectories without turns carry no observation and are left out.
 """
@@ -48,6 +52,16 @@ class WorldModelBatch:
 
     def to(self, device: torch.device | str) -> WorldModelBatch:
         return WorldModelBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+    @property
+    def previous_ids(self) -> torch.Tensor:
+        """``(B, N, S)`` the text row of the observation each turn's action was taken in."""
+        return self.text_ids[:, :-1]
+
+    @property
+    def previous_mask(self) -> torch.Tensor:
+        """``(B, N, S)`` its mask."""
+        return self.text_mask[:, :-1]
 
     @property
     def num_outcomes(self) -> int:

@@ -25,15 +25,21 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 
 from world_model.cached_decoding import MemberLayer, check_supported, member_linear, normalised, stack_linear
-from world_model.decoder import ObservationDecoder
+from world_model.decoder import ObservationDecoder, check_previous
 
 
 def member_memory(
-    decoders: Sequence[ObservationDecoder], latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor
+    decoders: Sequence[ObservationDecoder],
+    latent: torch.Tensor,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    previous_ids: torch.Tensor | None = None,
+    previous_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every member's ``ObservationDecoder.memory``: ``(K, B, M + A, d)`` vectors and the ``(B, M + A)``
-    bool padding mask (the same for every member)."""
+    """Every member's ``ObservationDecoder.memory``: ``(K, B, T, d)`` vectors and the ``(B, T)`` bool
+    padding mask (the same for every member); ``T = M + A``, plus ``O`` with the copy path."""
     config = decoders[0].config
+    check_previous(config, previous_ids, previous_mask, query_ids.shape[0])
     if query_ids.shape[1] > config.max_query_tokens:
         raise ValueError(
             f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens ({config.max_query_tokens})"
@@ -51,7 +57,13 @@ def member_memory(
     blocked = torch.cat(
         [torch.zeros(rows, config.latent_slots, dtype=torch.bool, device=latent.device), query_mask == 0], dim=1
     )  # (B, M + A)
-    return memory, blocked
+    if previous_ids is None:
+        return memory, blocked
+    width = previous_ids.shape[1]
+    copy_positions = torch.stack([d.copy_positions.weight[:width] for d in decoders])  # (K, O, d)
+    segment = torch.stack([d.copy_segment for d in decoders])  # (K, d)
+    copied = tokens[:, previous_ids] + copy_positions[:, None] + segment[:, None, None]  # (K, B, O, d)
+    return torch.cat([memory, copied], dim=2), torch.cat([blocked, previous_mask == 0], dim=1)  # (K, B, T, d), (B, T)
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, **kw) -> torch.Tensor:
@@ -123,9 +135,12 @@ def member_hidden(
     query_mask: torch.Tensor,
     text_ids: torch.Tensor,
     scored: torch.Tensor,
+    previous_ids: torch.Tensor | None = None,
+    previous_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Every member's final hidden states at the ``P`` positions where the ``(B, S)`` bool ``scored``
-    is True (row-major), after the last layer norm: ``(K, P, d)``.
+    is True (row-major), after the last layer norm: ``(K, P, d)``. ``previous_ids``, ``previous_mask``:
+    the ``(B, O)`` copy memory, given exactly when the decoders have ``copy_observation``.
 
     ``scored`` must be True on a prefix of each row (right padding). The final norm's affine part is
     left to the caller (``member_logits_at`` folds it into the output map).
@@ -138,7 +153,9 @@ def member_hidden(
         raise ValueError(f"text rows of {width} tokens exceed max_text_tokens ({config.max_text_tokens})")
     if scored.shape != text_ids.shape or bool((scored[:, 1:] & ~scored[:, :-1]).any()):
         raise ValueError("scored must be a (B, S) mask that is True on a prefix of each row")
-    memory, blocked = member_memory(decoders, latent, query_ids, query_mask)  # (K, B, T, d), (B, T)
+    memory, blocked = member_memory(
+        decoders, latent, query_ids, query_mask, previous_ids, previous_mask
+    )  # (K, B, T, d), (B, T)
     members = memory.shape[0]
     # -inf on padded memory slots, one row per (member, row); broadcast over heads and positions.
     additive = torch.zeros(blocked.shape, dtype=memory.dtype, device=memory.device).masked_fill(blocked, float("-inf"))
@@ -164,11 +181,15 @@ def member_logits_at(
     query_mask: torch.Tensor,
     text_ids: torch.Tensor,
     scored: torch.Tensor,
+    previous_ids: torch.Tensor | None = None,
+    previous_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Every member's next-token logits at the ``P`` positions where ``scored`` (``(B, S)`` bool, True
     on a prefix of each row) is True, in row-major order: ``(K, P, V)``; the same values as
-    ``EnsembleDynamics.logits(...)[:, scored]`` up to float rounding."""
-    hidden = member_hidden(decoders, latent, query_ids, query_mask, text_ids, scored)  # (K, P, d)
+    ``EnsembleDynamics.logits(...)[:, scored]`` up to float rounding (copy memory as in ``member_hidden``)."""
+    hidden = member_hidden(
+        decoders, latent, query_ids, query_mask, text_ids, scored, previous_ids, previous_mask
+    )  # (K, P, d)
     out = stack_linear([d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders])
     return member_linear(hidden, out)  # (K, P, V)
 

@@ -10,7 +10,8 @@ models is mostly Python and dispatch overhead. :class:`CachedEnsembleDecoder` in
   parameters: training and saved models are untouched);
 - keeps each layer's self-attention keys and values of the positions already fed (a KV cache), so
   a new token attends to them without recomputing them;
-- projects the cross-attention memory (latent slots and query words) to keys and values once.
+- projects the cross-attention memory (latent slots, query words and, with the copy path, the
+  words of the observation acted in) to keys and values once.
 
 The math is ``nn.TransformerDecoderLayer``'s as ``ObservationDecoder`` builds it (``norm_first``,
 ReLU, no dropout), written out for a single query position; the constructor refuses decoders built
@@ -129,7 +130,8 @@ def check_supported(decoder: ObservationDecoder) -> None:
 class CachedEnsembleDecoder:
     """Next-token logits of K member decoders for B rows, fed one token per call.
 
-    Built for one batch of latents and queries (``ObservationDecoder.memory``'s inputs) and at most
+    Built for one batch of latents and queries (``ObservationDecoder.memory``'s inputs, the copy
+    path's previous observation rows included) and at most
     ``max_positions`` text positions; ``next_logits(tokens)`` feeds the ``(B,)`` tokens at the next
     position (the first call feeds ``<s>`` at position 0) and returns ``(K, B, V)`` logits for the
     token after it, what every member's ``forward`` would give at that position of the whole prefix.
@@ -143,6 +145,8 @@ class CachedEnsembleDecoder:
         query_ids: torch.Tensor,
         query_mask: torch.Tensor,
         max_positions: int,
+        previous_ids: torch.Tensor | None = None,
+        previous_mask: torch.Tensor | None = None,
     ) -> None:
         if not decoders:
             raise ValueError("CachedEnsembleDecoder needs at least one member decoder")
@@ -167,8 +171,8 @@ class CachedEnsembleDecoder:
         self.layers = [
             MemberLayer.of([d.blocks.layers[i] for d in decoders]) for i in range(config.num_layers)
         ]
-        memories = [d.memory(latent, query_ids, query_mask) for d in decoders]
-        memory = torch.stack([m for m, _ in memories])  # (K, B, T, d) with T = M + A
+        memories = [d.memory(latent, query_ids, query_mask, previous_ids, previous_mask) for d in decoders]
+        memory = torch.stack([m for m, _ in memories])  # (K, B, T, d) with T = M + A (+ O with the copy path)
         blocked = memories[0][1]  # (B, T), the same for every member
         # Added to the cross-attention scores: -inf on padding, one row per (member, row).
         additive = torch.zeros(blocked.shape, dtype=memory.dtype, device=memory.device).masked_fill(

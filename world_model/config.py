@@ -42,10 +42,18 @@ class DecoderSection:
     """Attention heads; must divide model_size."""
     latent_slots: int = 8
     """Memory vectors cut from the latent."""
+    copy_observation: bool = False
+    """Also let the decoder cross-attend to the words of the observation the action was taken in (a
+    copy path: grid envs mostly repeat it with a small edit); False keeps the decoder reading the
+    latent and the action only (strict latent mediation)."""
 
     def __post_init__(self) -> None:
         for name in ("model_size", "num_layers", "num_heads", "latent_slots"):
             check_int(f"world_model.decoder.{name}", getattr(self, name), 1)
+        if not isinstance(self.copy_observation, bool):
+            raise ValueError(
+                f"world_model.decoder.copy_observation must be true or false, got {self.copy_observation!r}"
+            )
         if self.model_size % self.num_heads:
             raise ValueError(f"world_model.decoder.num_heads ({self.num_heads}) must divide "
                              f"world_model.decoder.model_size ({self.model_size})")

@@ -1,8 +1,16 @@
-"""``ObservationDecoder``: one ensemble member's text decoder, reading only a latent and a query.
+"""``ObservationDecoder``: one ensemble member's text decoder, reading a latent and a query.
 
-Strict latent mediation: ``forward`` takes the latent, the query row (``<act> action``, or
-``<look>`` for the latest observation) and the decoder's own text prefix, nothing else; the raw
-history never reaches it, so whatever the decoder knows about the past went through the latent.
+Strict latent mediation (the default): ``forward`` takes the latent, the query row (``<act>
+action``, or ``<look>`` for the latest observation) and the decoder's own text prefix, nothing
+else; the raw history never reaches it, so whatever the decoder knows about the past went through
+the latent.
+
+The copy path (``copy_observation``): the memory also holds the words of the observation the
+action was taken in (its text row ``<s> words </s>``), each with its own learned position and one
+learned segment vector that marks them as copy memory. Grid observations mostly repeat that
+observation with a small edit, which the decoder can then copy word by word instead of rebuilding
+it from the compressed latent. It stays O(1) per turn: one observation is at most
+``max_text_tokens`` tokens. The latent still carries everything older.
 
 A small causal Transformer decoder writes the observation word by word. It cross-attends to a
 memory of ``latent_slots`` vectors cut from a projection of the latent, plus the embedded query
@@ -48,9 +56,15 @@ class DecoderConfig:
     """Attention heads; must divide ``model_size``."""
     latent_slots: int = 8
     """Memory vectors cut from the latent."""
+    copy_observation: bool = False
+    """Also cross-attend to the words of the observation the action was taken in (the copy path)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.copy_observation, bool):
+            raise ValueError(f"DecoderConfig.copy_observation must be true or false, got {self.copy_observation!r}")
         for f in fields(self):
+            if f.name == "copy_observation":
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"DecoderConfig.{f.name} must be an integer >= 1, got {value!r}")
@@ -64,6 +78,32 @@ class DecoderConfig:
 def causal_mask(length: int, device: torch.device) -> torch.Tensor:
     """``(S, S)`` bool, True where attention is blocked: position ``i`` sees positions ``<= i``."""
     return torch.triu(torch.ones(length, length, dtype=torch.bool, device=device), diagonal=1)
+
+
+def check_previous(
+    config: DecoderConfig, previous_ids: torch.Tensor | None, previous_mask: torch.Tensor | None, rows: int
+) -> None:
+    """The copy memory is given exactly when ``config.copy_observation`` is on, as ``(B, O)`` ids
+    and mask with ``O <= max_text_tokens``; raises ``ValueError`` otherwise."""
+    if not config.copy_observation:
+        if previous_ids is not None or previous_mask is not None:
+            raise ValueError("previous observation rows given to a decoder without copy_observation")
+        return
+    if previous_ids is None or previous_mask is None:
+        raise ValueError(
+            "a decoder with copy_observation needs the rows of the observation acted in "
+            "(previous_ids and previous_mask)"
+        )
+    if previous_ids.shape != previous_mask.shape or previous_ids.dim() != 2 or previous_ids.shape[0] != rows:
+        raise ValueError(
+            f"previous_ids {tuple(previous_ids.shape)} and previous_mask {tuple(previous_mask.shape)} "
+            f"must both be ({rows}, O)"
+        )
+    if previous_ids.shape[1] > config.max_text_tokens:
+        raise ValueError(
+            f"previous observation rows of {previous_ids.shape[1]} tokens exceed max_text_tokens "
+            f"({config.max_text_tokens})"
+        )
 
 
 class ObservationDecoder(nn.Module):
@@ -84,11 +124,22 @@ class ObservationDecoder(nn.Module):
         self.blocks = nn.TransformerDecoder(layer, config.num_layers)
         self.norm = nn.LayerNorm(size)
         self.out = nn.Linear(size, config.vocab_size)
+        if config.copy_observation:  # created last: the weights above are drawn as without the copy path
+            self.copy_positions = nn.Embedding(config.max_text_tokens, size)
+            self.copy_segment = nn.Parameter(torch.randn(size))
 
     def memory(
-        self, latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor
+        self,
+        latent: torch.Tensor,
+        query_ids: torch.Tensor,
+        query_mask: torch.Tensor,
+        previous_ids: torch.Tensor | None = None,
+        previous_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """What the text cross-attends to: ``(B, M + A, d)`` vectors, ``(B, M + A)`` bool padding mask."""
+        """What the text cross-attends to: ``(B, T, d)`` vectors and a ``(B, T)`` bool padding mask,
+        ``T = M + A`` (latent slots, query words), plus ``O`` with the copy path: the ``(B, O)`` text
+        rows ``previous_ids`` of the observation acted in (``previous_mask`` 0 on padding)."""
+        check_previous(self.config, previous_ids, previous_mask, query_ids.shape[0])
         if query_ids.shape[1] > self.config.max_query_tokens:
             raise ValueError(
                 f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens "
@@ -102,12 +153,23 @@ class ObservationDecoder(nn.Module):
         blocked = torch.cat(
             [torch.zeros_like(slots[..., 0], dtype=torch.bool), query_mask == 0], dim=1
         )  # (B, M + A)
-        return memory, blocked
+        if previous_ids is None:
+            return memory, blocked
+        positions = torch.arange(previous_ids.shape[1], device=previous_ids.device)  # (O,)
+        copied = self.tokens(previous_ids) + self.copy_positions(positions) + self.copy_segment  # (B, O, d)
+        return torch.cat([memory, copied], dim=1), torch.cat([blocked, previous_mask == 0], dim=1)  # (B, T + O, .)
 
     def forward(
-        self, latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor, text_ids: torch.Tensor
+        self,
+        latent: torch.Tensor,
+        query_ids: torch.Tensor,
+        query_mask: torch.Tensor,
+        text_ids: torch.Tensor,
+        previous_ids: torch.Tensor | None = None,
+        previous_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``(B, D)`` latent, ``(B, A)`` query rows, ``(B, S)`` text prefix -> ``(B, S, V)`` logits.
+        """``(B, D)`` latent, ``(B, A)`` query rows, ``(B, S)`` text prefix -> ``(B, S, V)`` logits;
+        with the copy path also the ``(B, O)`` text rows of the observations acted in and their mask.
 
         Logits at position ``s`` predict text token ``s + 1``. Text rows are right-padded; causal
         attention keeps real positions from seeing the padding after them.
@@ -117,7 +179,7 @@ class ObservationDecoder(nn.Module):
             raise ValueError(
                 f"text rows of {width} tokens exceed max_text_tokens ({self.config.max_text_tokens})"
             )
-        memory, blocked = self.memory(latent, query_ids, query_mask)  # (B, M + A, d), (B, M + A)
+        memory, blocked = self.memory(latent, query_ids, query_mask, previous_ids, previous_mask)  # (B, T, d), (B, T)
         positions = torch.arange(width, device=text_ids.device)  # (S,)
         x = self.tokens(text_ids) + self.text_positions(positions)  # (B, S, d)
         x = self.blocks(

@@ -65,10 +65,20 @@ class EnsembleDynamics(nn.Module):
         return len(self.decoders)
 
     def logits(
-        self, latent: torch.Tensor, query_ids: torch.Tensor, query_mask: torch.Tensor, text_ids: torch.Tensor
+        self,
+        latent: torch.Tensor,
+        query_ids: torch.Tensor,
+        query_mask: torch.Tensor,
+        text_ids: torch.Tensor,
+        previous_ids: torch.Tensor | None = None,
+        previous_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Every member's next-token logits: ``(B, D)``, ``(B, A)``, ``(B, S)`` -> ``(K, B, S, V)``."""
-        return torch.stack([decoder(latent, query_ids, query_mask, text_ids) for decoder in self.decoders])
+        """Every member's next-token logits: ``(B, D)``, ``(B, A)``, ``(B, S)`` -> ``(K, B, S, V)``.
+        ``previous_ids``, ``previous_mask``: ``(B, O)`` rows of the observation acted in, given exactly
+        when the decoders have the copy path (``DecoderConfig.copy_observation``)."""
+        return torch.stack([
+            decoder(latent, query_ids, query_mask, text_ids, previous_ids, previous_mask) for decoder in self.decoders
+        ])
 
     def logits_at(
         self,
@@ -77,10 +87,14 @@ class EnsembleDynamics(nn.Module):
         query_mask: torch.Tensor,
         text_ids: torch.Tensor,
         scored: torch.Tensor,
+        previous_ids: torch.Tensor | None = None,
+        previous_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``logits(...)[:, scored]`` for a ``(B, S)`` bool ``scored``, all members batched and only
         the scored positions projected onto the vocabulary: ``(K, P, V)`` (``batched_members``)."""
-        return member_logits_at(self.decoders, latent, query_ids, query_mask, text_ids, scored)
+        return member_logits_at(
+            self.decoders, latent, query_ids, query_mask, text_ids, scored, previous_ids, previous_mask
+        )
 
     def outcome(self, next_latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each member's reward and done logit from the latent after the turn: ``(B, D)`` -> ``(K, B)``,
@@ -103,6 +117,8 @@ class EnsembleDynamics(nn.Module):
         greedy: bool = False,
         use_cache: bool = True,
         score: str = "sum",
+        previous_ids: torch.Tensor | None = None,
+        previous_mask: torch.Tensor | None = None,
     ) -> GeneratedText:
         """Sample up to ``max_words`` words and ``</s>`` per row from the mixture of the members.
 
@@ -117,7 +133,7 @@ class EnsembleDynamics(nn.Module):
         against (same logits up to float rounding, so the same words).
 
         ``score`` pools each row's per-token disagreement (``disagreement_score``: ``"sum"``,
-        ``"max"`` or ``"mean"``).
+        ``"max"`` or ``"mean"``). ``previous_ids``, ``previous_mask``: the copy memory, as in ``logits``.
         """
         batch, device = latent.shape[0], latent.device
         text = torch.full((batch, max_words + 2), pad_id, dtype=torch.long, device=device)  # (B, S_max)
@@ -130,14 +146,17 @@ class EnsembleDynamics(nn.Module):
         active = torch.arange(batch, device=device)  # (A,)
         seen_probs, seen_rows = [], []  # per position: (K, A, V) member probabilities, (A,) their rows
         cached = (
-            CachedEnsembleDecoder(self.decoders, latent, query_ids, query_mask, max_positions=max_words + 1)
+            CachedEnsembleDecoder(
+                self.decoders, latent, query_ids, query_mask, max_words + 1, previous_ids, previous_mask
+            )
             if use_cache
             else None
         )
         for position in range(max_words + 1):
             if cached is None:  # the reference: every member over the whole prefix again
                 prefix = text[active, : position + 1]  # (A, S)
-                last = self.logits(latent[active], query_ids[active], query_mask[active], prefix)[:, :, -1]
+                previous = (None, None) if previous_ids is None else (previous_ids[active], previous_mask[active])
+                last = self.logits(latent[active], query_ids[active], query_mask[active], prefix, *previous)[:, :, -1]
             else:
                 last = cached.next_logits(text[active, position])  # (K, A, V)
             probs = torch.softmax(last.float() + forbid, dim=-1)  # (K, A, V)

@@ -2,7 +2,8 @@
 
 Text API (batched, no gradients): ``initial_state(observations)`` encodes first observations;
 ``step(states, actions, generator=...)`` samples each row's next observation from the ensemble
-decoders (reading only the latent and the action), folds the sampled turn back into the latent
+decoders (reading only the latent and the action, and with ``decoder.copy_observation`` the
+words of the observation acted in, which the state carries), folds the sampled turn back into the latent
 with the encoder's ``step`` exactly as a real turn is folded, and reads reward and done from the
 new latent. ``observe`` folds real turns. A long imagined episode therefore conditions on what it
 has itself produced, the same way a real one conditions on what the env answered.
@@ -202,13 +203,41 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         ids, mask = pad_rows(rows, self.tokenizer.pad_id)
         return ids.to(self.device), mask.to(self.device)  # (B, T), (B, T)
 
+    @property
+    def copies_observation(self) -> bool:
+        """Whether the decoders also read the observation acted in (``DecoderConfig.copy_observation``)."""
+        return self.config.decoder.copy_observation
+
+    def _observation_ids(self, words: Sequence[Sequence[int]]) -> torch.Tensor | None:
+        """``(B, S)`` text rows of observations' word ids, padded to ``max_text_tokens``, for
+        ``WorldState.observation_ids``; None without the copy path (nothing to carry)."""
+        if not self.copies_observation:
+            return None
+        rows = [self.tokenizer.text_row(w) for w in words]
+        return pad_rows(rows, self.tokenizer.pad_id, self.config.decoder.max_text_tokens)[0].to(self.device)
+
+    def previous_rows(self, states: WorldState) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The copy memory of ``states``: ``(B, S)`` ids and mask, or ``(None, None)`` without the copy path."""
+        if not self.copies_observation:
+            return None, None
+        if states.observation_ids is None:
+            raise ValueError(
+                "this world model copies the latest observation (world_model.decoder.copy_observation) and "
+                "needs WorldState.observation_ids: build states with initial_state, observe, step or "
+                "states_before_turns"
+            )
+        ids = states.observation_ids.to(self.device)  # (B, S)
+        return ids, (ids != self.tokenizer.pad_id).long()
+
     # --- text API -----------------------------------------------------------------------------------
     @torch.no_grad()
     def initial_state(self, observations: Sequence[str]) -> WorldState:
         """The states after each row's first observation."""
         tk = self.tokenizer
-        ids, mask = self._rows([tk.observation_row(w) for w in tk.observation_words(observations)])
-        return WorldState(self.encoder.initial_state(ids, mask), tuple(observations))  # latent (B, D)
+        words = tk.observation_words(observations)
+        ids, mask = self._rows([tk.observation_row(w) for w in words])
+        latent = self.encoder.initial_state(ids, mask)  # (B, D)
+        return WorldState(latent, tuple(observations), self._observation_ids(words))
 
     @torch.no_grad()
     def observe(self, states: WorldState, actions: Sequence[str], observations: Sequence[str]) -> WorldState:
@@ -216,12 +245,10 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         self._check_rows(states, actions, "actions")
         self._check_rows(states, observations, "observations")
         tk = self.tokenizer
-        rows = [
-            tk.turn_row(r, a)
-            for r, a in zip(tk.observation_words(observations), tk.action_words(actions), strict=True)
-        ]
+        results = tk.observation_words(observations)
+        rows = [tk.turn_row(r, a) for r, a in zip(results, tk.action_words(actions), strict=True)]
         latent = self.encoder.step(states.latent, *self._rows(rows))  # (B, D)
-        return WorldState(latent, tuple(observations))
+        return WorldState(latent, tuple(observations), self._observation_ids(results))
 
     @torch.no_grad()
     def step(
@@ -241,6 +268,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         tk = self.tokenizer
         action_words = tk.action_words(actions)
         query_ids, query_mask = self._rows([tk.query_row(w) for w in action_words])  # (B, A)
+        previous_ids, previous_mask = self.previous_rows(states)  # (B, S) each, or None
         text = self.dynamics.generate(
             states.latent,
             query_ids,
@@ -253,6 +281,8 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             generator=generator,
             greedy=greedy,
             score=self.config.disagreement,
+            previous_ids=previous_ids,
+            previous_mask=previous_mask,
         )
         results = [tk.generated_words(row) for row in text.ids.tolist()]
         turn_ids, turn_mask = self._rows(
@@ -274,7 +304,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             done_std=member_std(done_probs),
             ended=text.ended,
         )
-        return WorldState(latent, tuple(observations)), predictions
+        return WorldState(latent, tuple(observations), self._observation_ids(results)), predictions
 
     @torch.no_grad()
     def disagreement(
@@ -300,7 +330,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             [tk.text_row(w) for w in tk.observation_words(observations)]
         )  # (B, S)
         logits = self.dynamics.logits(
-            states.latent, query_ids, query_mask, text_ids[:, :-1]
+            states.latent, query_ids, query_mask, text_ids[:, :-1], *self.previous_rows(states)
         )  # (K, B, S-1, V)
         per_token = mutual_information(torch.softmax(logits.float(), dim=-1))  # (B, S - 1)
         return row_score(per_token, text_mask[:, 1:], score or self.config.disagreement)  # (B,)
@@ -309,7 +339,15 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
     def states_before_turns(self, trajectories: Sequence[Trajectory], *, batch_size: int = 64) -> WorldState:
         """The state before every played turn of ``trajectories`` (trajectory order, then turn order),
         teacher-forced from the true history in one encoder pass per ``batch_size`` trajectories."""
-        latents, observations = [], []
+        return self.turn_states(trajectories, batch_size=batch_size)[0]
+
+    @torch.no_grad()
+    def turn_states(
+        self, trajectories: Sequence[Trajectory], *, batch_size: int = 64
+    ) -> tuple[WorldState, torch.Tensor]:
+        """``states_before_turns`` and ``(R, D)`` the latent after each of those turns, with the real
+        outcome folded in (what the reward and done heads read)."""
+        latents, after, previous, observations = [], [], [], []
         kept = [t for t in trajectories if t.turns]
         for start in range(0, len(kept), batch_size):
             chunk = kept[start : start + batch_size]
@@ -318,10 +356,17 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
                 batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
             )  # (B, N + 1, D)
             latents.append(states[:, :-1][batch.outcome_mask])  # (R, D)
+            after.append(states[:, 1:][batch.outcome_mask])  # (R, D)
+            rows = batch.previous_ids[batch.outcome_mask]  # (R, S)
+            width = self.config.decoder.max_text_tokens
+            previous.append(F.pad(rows, (0, width - rows.shape[1]), value=self.tokenizer.pad_id))  # (R, S_max)
             observations += [turn.observation for t in chunk for turn in t.turns]
         if not latents:
-            return WorldState(torch.zeros(0, self.config.encoder.latent_size, device=self.device), ())
-        return WorldState(torch.cat(latents), tuple(observations))
+            empty = torch.zeros(0, self.config.encoder.latent_size, device=self.device)
+            ids = torch.zeros(0, self.config.decoder.max_text_tokens, dtype=torch.long, device=self.device)
+            return WorldState(empty, (), ids if self.copies_observation else None), empty
+        ids = torch.cat(previous) if self.copies_observation else None
+        return WorldState(torch.cat(latents), tuple(observations), ids), torch.cat(after)
 
     def _banned_ids(self) -> list[int]:
         tk = self.tokenizer
@@ -397,6 +442,7 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             torch.cat([batch.query_mask[outcome], look_mask]),
             texts[:, :-1],
             scored,
+            *self._copy_memory(batch, now.shape[0]),
         )  # (K, P, V) at the P scored positions, row by row
         is_now = (torch.arange(texts.shape[0], device=self.device) >= before.shape[0])[:, None]  # (R + R', 1)
         token_weights = None
@@ -406,6 +452,23 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         part = is_now.expand_as(scored)[scored].long()  # (P,) 0: next observation, 1: reconstruction
         nll = scored_token_nll(logits, texts[:, 1:][scored], part, 2, token_weights)  # (K, 2)
         return nll[:, 0], nll[:, 1]
+
+    def _copy_memory(
+        self, batch: WorldModelBatch, looks: int
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """With the copy path, ``(R + R', S)`` copy-memory ids and mask for ``_text_nll``'s rows: each
+        scored turn's previous observation, then nothing (all padding) for the ``R'`` ``<look>`` rows.
+
+        A ``<look>`` row rewrites the observation the latent was folded to; given that observation
+        to copy, the reconstruction would be trivial and no longer force the latent to hold the
+        grid, and given the one before it, it would repeat the next-observation task without the
+        action. So it reads the latent alone, as without the copy path. (None, None) without it."""
+        if not self.copies_observation:
+            return None, None
+        outcome = batch.outcome_mask  # (B, N)
+        rows, mask = batch.previous_ids[outcome], batch.previous_mask[outcome]  # (R, S)
+        blank = torch.full((looks, rows.shape[1]), self.tokenizer.pad_id, dtype=rows.dtype, device=rows.device)
+        return torch.cat([rows, blank]), torch.cat([mask, torch.zeros_like(blank)])  # (R + R', S)
 
     def _bootstrap_weights(self, batch: WorldModelBatch) -> torch.Tensor | None:
         """``(K, B)`` per-member resample counts of the batch's trajectories while training with

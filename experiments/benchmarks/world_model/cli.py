@@ -13,6 +13,7 @@ from experiments.benchmarks.world_model.data import ENVS
 from experiments.benchmarks.world_model.plots import plot_calibration, plot_curves
 from experiments.benchmarks.world_model.report import (
     NOTE,
+    format_ablation,
     format_costs,
     format_row,
     format_table,
@@ -29,6 +30,8 @@ from experiments.benchmarks.world_model.run import (
 )
 from world_model.lm import LMOptions
 
+ABLATIONS = {"copy_observation": ["latent", "copy"]}
+"""Per ablation, the models (off, on) it fits side by side."""
 QUICK = {"sizes": [30, 60], "steps": [2], "eval_transitions": 30, "shift_size": 30, "shift_steps": 2,
          "batch_size": 8, "latent_size": 32, "members": 2}
 FULL = {"eval_transitions": 500, "shift_size": 1000, "shift_steps": 600, "batch_size": 32, "latent_size": 128,
@@ -57,8 +60,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
     p.add_argument("--latent-size", type=int, default=None, help=f"latent size (default {FULL['latent_size']})")
     p.add_argument("--members", type=int, default=None, help=f"ensemble members (default {FULL['members']})")
-    p.add_argument("--models", nargs="+", default=["latent"], choices=["latent", "lm"],
-                   help="world models to fit and score on the same data, row by row")
+    p.add_argument("--models", nargs="+", default=["latent"], choices=["latent", "copy", "lm"],
+                   help="world models to fit and score on the same data, row by row (copy: the latent model "
+                   "with world_model.decoder.copy_observation)")
+    p.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
+                   help="fit the latent model with the option off and on (same data, budget and seed) and print "
+                   "one row each in an ablation table; replaces --models")
     p.add_argument("--lm-history-turns", type=int, default=4, help="lm: turns of history in the prompt")
     p.add_argument("--lm-hidden-size", type=int, default=64, help="lm: width of each member")
     p.add_argument("--lm-layers", type=int, default=2, help="lm: decoder blocks per member")
@@ -74,6 +81,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> Result:
     args = parser().parse_args(argv)
+    if args.ablation is not None:
+        args.models = ABLATIONS[args.ablation]
     base = QUICK if args.quick else FULL
     opt = {k: (getattr(args, k) if getattr(args, k, None) is not None else v) for k, v in {**FULL, **base}.items()
            if k not in ("sizes", "steps")}
@@ -103,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> Result:
     print("\n" + format_table(result))
     print(format_costs(result))
     print(format_targets(result))
+    if args.ablation is not None:
+        print(format_ablation(result, args.ablation))
     print(NOTE)
     plot_curves(result, args.out / "world_model.png")
     print(f"wrote {args.out / 'world_model.png'}")

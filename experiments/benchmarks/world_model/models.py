@@ -18,7 +18,8 @@ from world_model.model import WorldModel, WorldModelConfig
 from world_model.protocol import WorldModelLike, WorldStateLike
 from world_model.turn_tokens import TurnTokenizer
 
-MODELS = ("latent", "lm")
+MODELS = ("latent", "copy", "lm")
+"""``copy`` is the latent model with the decoder's copy path (``world_model.decoder.copy_observation``)."""
 
 
 def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
@@ -27,8 +28,9 @@ def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
     for the latent one's members)."""
     spec = ENVS[env]
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
-    if kind == "latent":
-        config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members, bootstrap=bootstrap)
+    if kind in ("latent", "copy"):
+        config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members, bootstrap=bootstrap,
+                                                decoder={"copy_observation": kind == "copy"})
         return WorldModel(config, tk, seed=seed)
     if kind == "lm":
         config = LMWorldModelConfig(lm_options or LMOptions(), tk.limits.observation, tk.limits.action, len(tk),
@@ -56,7 +58,7 @@ def teacher_forced(model: WorldModelLike, held_out: Sequence[Trajectory], *, bat
     if isinstance(model, WorldModel):
         states, after = history_states(model, held_out, batch_size=batch_size)
         rewards, done_logits = model.dynamics.outcome(after)  # (K, R), (K, R)
-        logps = token_logps(model, states.latent, actions, outcomes, batch_size=batch_size)
+        logps = token_logps(model, states, actions, outcomes, batch_size=batch_size)
         return states, logps, rewards.mean(0), torch.sigmoid(done_logits).mean(0)
     states = model.states_before_turns(held_out)
     logps, rewards, dones = [], [], []
@@ -75,8 +77,7 @@ def candidate_logps(model: WorldModelLike, states: WorldStateLike, rows: Sequenc
                     texts: Sequence[str], *, batch_size: int = 64) -> list[torch.Tensor]:
     """Per candidate text, its tokens' log-probs after ``actions`` from state ``rows[i]``."""
     if isinstance(model, WorldModel):
-        index = torch.tensor(list(rows), dtype=torch.long, device=model.device)
-        return token_logps(model, states.latent[index], actions, texts, batch_size=batch_size)
+        return token_logps(model, states.select(list(rows)), actions, texts, batch_size=batch_size)
     out: list[torch.Tensor] = []
     for start in range(0, len(texts), batch_size):
         stop = start + batch_size

@@ -116,6 +116,25 @@ def format_targets(result: Result) -> str:
     return "\n".join(lines)
 
 
+_ABLATION = [("match", "match", 6, 3), ("open_loop_5", "ol@5", 5, 3), ("reward", "rew", 5, 3), ("done", "done", 5, 3),
+             ("nll_text", "nll_text", 8, 3), ("nll_exact", "nll_exact", 9, 3), ("auroc", "auroc", 5, 2)]
+
+
+def format_ablation(result: Result, name: str) -> str:
+    """One row per (env, model) of the learning-curve fits: the ablation's off (``latent``) and on rows."""
+    cols = " ".join(f"{h:>{w}}" for _, h, w, _ in _ABLATION)
+    lines = ["", f"== ablation: {name} (latent = off, copy = on) ==",
+             f"{'env':<21} {'model':<6} {'train':>6} {'steps':>6} {'s/step':>6} {'cpu/st':>6} {cols}"]
+    for r in result.rows:
+        if r.shift:
+            continue
+        values = " ".join(_num(r.get(key), w, d) for key, _, w, d in _ABLATION)
+        cpu = r.fit_cpu_s / r.steps if r.steps else math.nan
+        lines.append(f"{r.env:<21} {r.model:<6} {r.transitions:>6d} {r.steps:>6d} {r.fit_s_per_step:>6.3f} "
+                     f"{cpu:>6.3f} {values}")
+    return "\n".join(lines)
+
+
 NOTE = """\
 nll_*: nats per held-out transition. nll_text: model NLL of the whole next-observation text (its words
 and </s>; the ensemble's per-token mixture, as WorldModel.step samples); nll_ans: the answer word only,
@@ -129,5 +148,6 @@ auroc_mean: the same with the mean per token (the older score); u_p50 / u_p90: m
 percentile of the step's disagreement. revisits / rv_match: next observations the
 episode had already shown, and the greedy exact match on those. data: mixed = random and expert
 episodes; rand>exp = fitted on random-agent episodes only, scored on expert episodes. model: latent
-(history latent) or lm (causal LMs over the text history); s/step: fit wall seconds per optimiser step;
+(history latent), copy (the latent model whose decoder also reads the observation acted in,
+world_model.decoder.copy_observation) or lm (causal LMs over the text history); s/step: fit wall seconds per optimiser step;
 img/s: imagined (sampled) steps per wall second over the held-out states, in batches of 64."""

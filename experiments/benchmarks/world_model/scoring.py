@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import torch
 
 from envs.trajectory import Trajectory
-from world_model.batch import build_training_batch
 from world_model.model import WorldModel
 from world_model.protocol import concat_states
 from world_model.state import Predictions, WorldState
@@ -32,39 +31,30 @@ def history_states(
     model: WorldModel, trajectories: Sequence[Trajectory], *, batch_size: int = 64
 ) -> tuple[WorldState, torch.Tensor]:
     """The state before every turn, folded from the true history (``observations`` are the turns'),
-    and ``(R, D)`` the latent after it, with the real outcome folded in."""
+    and ``(R, D)`` the latent after it, with the real outcome folded in (``WorldModel.turn_states``)."""
     model.eval()
-    latents, after, observations = [], [], []
-    kept = [t for t in trajectories if t.turns]
-    for start in range(0, len(kept), batch_size):
-        chunk = kept[start : start + batch_size]
-        batch = build_training_batch(chunk, model.tokenizer).to(model.device)
-        states = model.encoder.states(
-            batch.observation_ids, batch.observation_mask, batch.turn_ids, batch.turn_mask, batch.turn_count
-        )  # (B, N + 1, D)
-        latents.append(states[:, :-1][batch.outcome_mask])  # (R, D)
-        after.append(states[:, 1:][batch.outcome_mask])  # (R, D)
-        observations += [turn.observation for t in chunk for turn in t.turns]
-    return WorldState(torch.cat(latents), tuple(observations)), torch.cat(after)
+    return model.turn_states(trajectories, batch_size=batch_size)
 
 
 @torch.no_grad()
 def token_logps(
-    model: WorldModel, latent: torch.Tensor, actions: Sequence[str], texts: Sequence[str], *, batch_size: int = 64
+    model: WorldModel, states: WorldState, actions: Sequence[str], texts: Sequence[str], *, batch_size: int = 64
 ) -> list[torch.Tensor]:
     """Per row, the log-probability of each target token of ``texts`` (its words, then ``</s>``)
-    after ``actions`` from ``latent`` (R, D), under the distribution ``WorldModel.step`` samples
+    after ``actions`` from ``states`` (R rows), under the distribution ``WorldModel.step`` samples
     from: each member's softmax with the banned ids removed, averaged over members."""
     tk = model.tokenizer
     banned = torch.tensor(banned_ids(tk), device=model.device)
     out: list[torch.Tensor] = []
     for start in range(0, len(texts), batch_size):
         stop = start + batch_size
+        chunk = states.select(list(range(start, min(stop, len(texts)))))
         query_ids, query_mask = tk.encode_queries(actions[start:stop])  # (B, A)
         text_ids, text_mask = tk.encode_texts(texts[start:stop])  # (B, S)
         text_ids, text_mask = text_ids.to(model.device), text_mask.to(model.device)
         logits = model.dynamics.logits(
-            latent[start:stop], query_ids.to(model.device), query_mask.to(model.device), text_ids[:, :-1]
+            chunk.latent, query_ids.to(model.device), query_mask.to(model.device), text_ids[:, :-1],
+            *model.previous_rows(chunk),
         ).float()  # (K, B, S - 1, V)
         logits[..., banned] = float("-inf")
         logp = torch.logsumexp(torch.log_softmax(logits, -1), dim=0) - math.log(logits.shape[0])  # (B, S - 1, V)
