@@ -30,14 +30,23 @@ def step(model, states, actions, seed, greedy=False):
     return model.step(states, actions, generator=torch.Generator().manual_seed(seed), greedy=greedy)
 
 
-def test_the_decoder_reads_only_a_latent_and_a_query():
+def test_the_decoder_reads_only_a_latent_and_a_query(model):
+    """Besides the latent and the query, only the copy path's rows of the observation acted in,
+    which a decoder without ``copy_observation`` (the default) refuses."""
     assert list(inspect.signature(ObservationDecoder.forward).parameters) == [
         "self",
         "latent",
         "query_ids",
         "query_mask",
         "text_ids",
+        "previous_ids",
+        "previous_mask",
     ]
+    decoder = model.dynamics.decoders[0]
+    assert not decoder.config.copy_observation
+    ids = torch.tensor([[model.tokenizer.act_id, 5]])
+    with pytest.raises(ValueError, match="without copy_observation"):
+        decoder(torch.zeros(1, decoder.config.latent_size), ids, torch.ones_like(ids), ids, ids, torch.ones_like(ids))
 
 
 def test_states_with_one_latent_predict_alike_whatever_their_history(model):
