@@ -213,3 +213,27 @@ def test_copy_path_learns_copy_plus_edit_faster_than_the_latent_alone():
     on = fit_and_match(True, train, held_out, tokenizer)
     off = fit_and_match(False, train, held_out, tokenizer)
     assert on >= 0.9 and on - off >= 0.5, (on, off)  # measured: 1.0 against 0.016
+
+
+# --- saved models ----------------------------------------------------------------------------------
+
+
+def test_saved_models_load_with_and_without_the_new_field(hn_tokenizer, hn_trajectories, tmp_path):
+    import json
+
+    from world_model import WorldModel
+
+    turns = [t.turns[0] for t in hn_trajectories[:4]]
+    actions, outcomes = [u.action for u in turns], [u.next_observation for u in turns]
+    for copying in (True, False):
+        folder = tmp_path / str(copying)
+        model = (copy_model(hn_tokenizer) if copying else tiny_model(hn_tokenizer)).eval()
+        model.save_pretrained(folder)
+        if not copying:  # a config.json written before the option existed
+            config = json.loads((folder / "config.json").read_text())
+            del config["decoder"]["copy_observation"]
+            (folder / "config.json").write_text(json.dumps(config))
+        loaded = WorldModel.from_pretrained(folder)
+        assert loaded.config.decoder.copy_observation == copying
+        state = model.initial_state([u.observation for u in turns])
+        assert torch.equal(loaded.disagreement(state, actions, outcomes), model.disagreement(state, actions, outcomes))
