@@ -22,9 +22,10 @@ Against the "average grid": the same decoder is also trained, with the ``<look>`
 rewrite the latest observation from the latent alone (``WorldModel.loss``'s reconstruction
 term, the Dreamer-style observation decoder). That forces the latent to hold the full current
 grid, so predicting the next one under ``<act> action`` is learned as copy-plus-edit of what
-the latent holds rather than as the mean grid of the data. One autoregressive decoder serves every
-env, including minishop's free-length pages; for fixed-layout grids its learned output positions
-play the part of a per-position decoder.
+the latent holds rather than as the mean grid of the data. With the copy path the ``<look>`` rows
+still get no copy memory (``WorldModel._copy_memory``), so this pressure on the latent stays. One
+autoregressive decoder serves every env, including minishop's free-length pages; for fixed-layout
+grids its learned output positions play the part of a per-position decoder.
 """
 
 from __future__ import annotations
