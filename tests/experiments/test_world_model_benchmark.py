@@ -202,6 +202,22 @@ def test_quick_cli_covers_every_kind_in_a_subprocess(tmp_path):
     assert (tmp_path / "world_model_calibration.png").stat().st_size > 0
 
 
+def test_the_copy_ablation_fits_both_arms_on_the_same_data(capsys):
+    """``--ablation copy_observation``: the latent model off and on, same data and budget, one row each."""
+    from experiments.benchmarks.world_model.models import build
+
+    assert not build("latent", "frozen_lake", latent_size=16, members=2, seed=0).config.decoder.copy_observation
+    assert build("copy", "frozen_lake", latent_size=16, members=2, seed=0).config.decoder.copy_observation
+    result = bench.run(("frozen_lake",), (8,), (1,), eval_transitions=3, shift=None, batch_size=2, latent_size=16,
+                       members=2, models=("latent", "copy"))
+    assert [(r.model, r.transitions, r.steps, r.eval_transitions) for r in result.rows] == [
+        ("latent", result.rows[0].transitions, 1, result.rows[0].eval_transitions),
+        ("copy", result.rows[0].transitions, 1, result.rows[0].eval_transitions),
+    ]
+    table = bench.format_ablation(result, "copy_observation").splitlines()
+    assert [line.split()[:2] for line in table[3:]] == [["frozen_lake", "latent"], ["frozen_lake", "copy"]]
+
+
 def test_held_out_seeds_are_disjoint_from_training_seeds():
     train = bench.collect_pool("hidden_number", "train", 20)
     held_out = bench.collect_pool("hidden_number", "eval", 20)
@@ -222,7 +238,8 @@ def test_help_explains_the_options(capsys):
         bench.main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--quick", "--sizes", "--steps", "--envs", "--out", "--eval-transitions", "--shift-size"):
+    for option in ("--quick", "--sizes", "--steps", "--envs", "--out", "--eval-transitions", "--shift-size",
+                   "--ablation"):
         assert option in out
 
 

@@ -80,8 +80,13 @@ size: no error bars.
 from experiments.benchmarks.world_model.cli import main
 from experiments.benchmarks.world_model.data import ENVS, collect_pool, prefix, revisits
 from experiments.benchmarks.world_model.metrics import auroc, first_met, reliability
-from experiments.benchmarks.world_model.report import format_costs, format_table, format_targets
+from experiments.benchmarks.world_model.report import (
+           format_ablation,
+           format_costs,
+           format_table,
+           format_targets,
+)
 from experiments.benchmarks.world_model.run import Result, Row, run
 
-__all__ = ["ENVS", "Result", "Row", "auroc", "collect_pool", "first_met", "format_costs", "format_table",
-           "format_targets", "main", "prefix", "reliability", "revisits", "run"]
+__all__ = ["ENVS", "Result", "Row", "auroc", "collect_pool", "first_met", "format_ablation", "format_costs",
+           "format_table", "format_targets", "main", "prefix", "reliability", "revisits", "run"]
