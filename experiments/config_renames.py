@@ -2,7 +2,8 @@
 added since (``world_model.name`` and its ``lm`` section, with the values an older run meant).
 
 A checkpoint records its run's config (``experiments.resume.config_record``); one written before the
-rename holds the flat keys. ``upgrade_record`` moves them into their sections so such a run still
+rename holds the flat keys. ``upgrade_record`` moves them into their sections (and fills keys added
+to a section since, such as ``world_model.decoder.copy_observation``) so such a run still
 resumes, and is compared key by key with today's config. ``docs/configuration.md`` lists the same
 renames for people.
 """
@@ -50,6 +51,12 @@ def added_keys() -> dict[str, dict[str, Any]]:
     return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean"}}
 
 
+def added_section_keys() -> dict[str, dict[str, dict[str, Any]]]:
+    """group -> section -> keys added to that section since, with the value a run recorded without
+    them ran with (``world_model.decoder.copy_observation``: the decoder read no observation)."""
+    return {"world_model": {"decoder": {"copy_observation": False}}}
+
+
 def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
     """A copy of a run's config record with every old flat key moved into its section."""
     record = copy.deepcopy(record)
@@ -65,4 +72,10 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
         if isinstance(values, dict):
             for key, value in added.items():
                 values.setdefault(key, copy.deepcopy(value))
+    for group, sections in added_section_keys().items():
+        for section, added in sections.items():
+            values = record.get(group, {}).get(section) if isinstance(record.get(group), dict) else None
+            if isinstance(values, dict):
+                for key, value in added.items():
+                    values.setdefault(key, copy.deepcopy(value))
     return record

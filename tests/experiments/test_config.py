@@ -145,13 +145,13 @@ def test_every_section_field_reaches_the_model_config():
         "world_model.latent_size=24", "world_model.num_members=3", "world_model.head_hidden=20",
         "world_model.encoder.embed_size=12", "world_model.encoder.feature_size=14", "world_model.encoder.conv_layers=1",
         "world_model.decoder.model_size=18", "world_model.decoder.num_layers=3", "world_model.decoder.num_heads=3",
-        "world_model.decoder.latent_slots=5", "critic.latent.latent_size=10", "critic.latent.embed_size=6",
-        "critic.latent.feature_size=7", "critic.latent.conv_layers=3", "critic.latent.head_hidden_size=0"]))
+        "world_model.decoder.latent_slots=5", "world_model.decoder.copy_observation=true",
+        "critic.latent.latent_size=10", "critic.latent.embed_size=6", "critic.latent.feature_size=7", "critic.latent.conv_layers=3", "critic.latent.head_hidden_size=0"]))
     tokenizer = TurnTokenizer.build(["guess", "higher", "lower"], default_token_limits("hidden_number", {}))
     assert WorldModelConfig.from_options(tokenizer, run.world_model) == WorldModelConfig.for_tokenizer(
         tokenizer, latent_size=24, num_members=3, head_hidden=20,
         encoder={"embed_size": 12, "feature_size": 14, "conv_layers": 1},
-        decoder={"model_size": 18, "num_layers": 3, "num_heads": 3, "latent_slots": 5})
+        decoder={"model_size": 18, "num_layers": 3, "num_heads": 3, "latent_slots": 5, "copy_observation": True})
     assert LatentCriticConfig.from_section(tokenizer, run.critic.latent) == LatentCriticConfig.for_tokenizer(
         tokenizer, latent_size=10, head_hidden_size=0, embed_size=6, feature_size=7, conv_layers=3)
 
