@@ -83,6 +83,8 @@ CASES = {
     "model_based_grpo_lm_world_model": ["algo=grpo", *SMALL_LM, "imagination=dyna", "imagination.ratio=0.5",
                                         "imagination.gate_threshold=0"],
     "model_based_ppo_turn_latent": ["algo=ppo_turn", "critic=latent", *SMALL_LATENT_CRITIC, *MODEL_BASED],
+    # The decoder's copy path: the state carries the latest observation's words through imagination.
+    "model_based_grpo_copy_observation": ["algo=grpo", *MODEL_BASED, "world_model.decoder.copy_observation=true"],
     # Several minibatches per epoch, so the length buckets and trimming have rows to sort and columns to cut.
     "grpo_small_minibatches": ["algo=grpo", "algo.ppo.minibatch_size=4"],
 }
