@@ -357,9 +357,10 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             )  # (B, N + 1, D)
             latents.append(states[:, :-1][batch.outcome_mask])  # (R, D)
             after.append(states[:, 1:][batch.outcome_mask])  # (R, D)
-            rows = batch.previous_ids[batch.outcome_mask]  # (R, S)
-            width = self.config.decoder.max_text_tokens
-            previous.append(F.pad(rows, (0, width - rows.shape[1]), value=self.tokenizer.pad_id))  # (R, S_max)
+            if self.copies_observation:  # the copy memory at the state's fixed width
+                rows = batch.previous_ids[batch.outcome_mask]  # (R, S)
+                width = self.config.decoder.max_text_tokens
+                previous.append(F.pad(rows, (0, width - rows.shape[1]), value=self.tokenizer.pad_id))  # (R, S_max)
             observations += [turn.observation for t in chunk for turn in t.turns]
         if not latents:
             empty = torch.zeros(0, self.config.encoder.latent_size, device=self.device)
