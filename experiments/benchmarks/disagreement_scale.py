@@ -12,6 +12,7 @@ same sampled words (the generator is reseeded; pooling does not change what is d
 ``halt_uncertainty`` and ``reward_penalty`` are set from these figures. Last, each pooling's AUROC
 as a score for a wrong greedy one-step prediction (the world-model benchmark's ``auroc``).
 
+``--copy-observation`` gives the decoder the copy path (``world_model.decoder.copy_observation``).
 ``--bootstrap`` fits each member on its own resample of every batch (``world_model.bootstrap``).
 ``--shift``: the members are fitted on random-agent episodes only and scored on held-out expert
 episodes, transitions of a different policy than the one the model learned from (with the default,
@@ -68,12 +69,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     p.add_argument("--steps", type=int, default=300, help="fit steps (a run's first fit)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bootstrap", action="store_true", help="each member fitted on its own resample of each batch")
+    p.add_argument("--copy-observation", action="store_true",
+                   help="the decoder also reads the latest observation (world_model.decoder.copy_observation)")
     p.add_argument("--shift", action="store_true",
                    help="fit on random-agent episodes only, score on held-out expert episodes")
     args = p.parse_args(argv)
     kwargs = json.loads(args.env_kwargs)
     tokenizer = TurnTokenizer.for_env(args.env, kwargs)
-    config = WorldModelConfig.for_tokenizer(tokenizer, **PRESET, bootstrap=args.bootstrap)
+    preset = {**PRESET, "decoder": {**PRESET["decoder"], "copy_observation": args.copy_observation}}
+    config = WorldModelConfig.for_tokenizer(tokenizer, **preset, bootstrap=args.bootstrap)
     model = WorldModel(config, tokenizer, seed=args.seed)
     train_kinds, held_kinds = (("random",), ("expert",)) if args.shift else (("random", "expert"),) * 2
     train = episodes(args.env, kwargs, args.episodes, "train", args.seed, train_kinds)
@@ -81,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     fit_world_model(train, [], model, max_steps=args.steps, batch_size=16, lr=1e-3, seed=args.seed)
     model.eval()
     scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in SCORES}
-    setting = f"bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
+    setting = f"copy {args.copy_observation}, bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
     print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps, "
           f"{setting}")
     print("pooling " + " ".join(f"p{round(q * 100):>2}".rjust(8) for q in QUANTILES) + "  share > 0.03, 0.1, 0.3")
