@@ -47,17 +47,25 @@ from experiments.resume import CHECKPOINTS
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
-# The imagination settings shared by every model-based method: a world model small enough to refit
-# often on CPU (one 32-wide decoder layer per member: about 0.5 s per step of 32 transcripts on one
-# shared core, against 2.3 s for the default 64-wide two-layer decoder), batches of 16, gate open
-# from the first score, refits every other iteration, fitted on real RL steps only (every real step it
-# learns from is on the x-axis).
-MODEL_BASED = [
+# The imagination settings shared by every model-based method, whichever world model: gate open from
+# the first score, refits every other iteration of 40 steps on batches of 16, three members, fitted on
+# real RL steps only (every real step it learns from is on the x-axis).
+IMAGINATION = [
     "imagination=dyna", "imagination.gate_threshold=0", "imagination.fit_every=2", "imagination.fit_steps=40",
-    "imagination.fit_batch_size=16", "world_model.latent_size=64", "world_model.num_members=3",
-    "world_model.decoder.model_size=32", "world_model.decoder.num_layers=1", "world_model.decoder.num_heads=2",
-    "world_model.decoder.latent_slots=4", "imagination.fit_on_warm_start=false",
+    "imagination.fit_batch_size=16", "world_model.num_members=3", "imagination.fit_on_warm_start=false",
 ]
+# The latent world model small enough to refit often on CPU (one 32-wide decoder layer per member:
+# about 0.5 s per step of 32 transcripts on one shared core, against 2.3 s for the default 64-wide
+# two-layer decoder).
+LATENT_MODEL = [
+    "world_model.latent_size=64", "world_model.decoder.model_size=32", "world_model.decoder.num_layers=1",
+    "world_model.decoder.num_heads=2", "world_model.decoder.latent_slots=4",
+]
+MODEL_BASED = [*IMAGINATION, *LATENT_MODEL]
+# The LM world model at its default sizes (world_model/lm.yaml: 2-layer 64-wide members, a 4-turn
+# window, which covers the whole of a 3-turn learning_check episode).
+LM_MODEL = ["world_model=lm"]
+MODEL_BASED_LM = [*IMAGINATION, *LM_MODEL]
 METHODS: dict[str, list[str]] = {
     "ppo_turn": ["algo=ppo_turn"],
     "grpo": ["algo=grpo"],
@@ -68,6 +76,8 @@ METHODS: dict[str, list[str]] = {
        for ratio in (0.5, 0.75, 0.9, 0.95, 0.98)},
     # The same, with the world model also fitted on the warm start's expert episodes (off the x-axis).
     "mb_grpo_r0.9_experts": ["algo=grpo", *MODEL_BASED, "imagination.ratio=0.9", "imagination.fit_on_warm_start=true"],
+    # The same imagination with the LM world model in place of the latent one.
+    "mb_grpo_r0.9_lm": ["algo=grpo", *MODEL_BASED_LM, "imagination.ratio=0.9"],
     # Refits after every 100 new real env steps instead of every other iteration.
     **{f"mb_grpo_r{ratio}_refit100": ["algo=grpo", *MODEL_BASED, f"imagination.ratio={ratio}",
                                       "imagination.refit_every_steps=100"] for ratio in (0.9, 0.95, 0.98)},
@@ -83,10 +93,12 @@ METHODS: dict[str, list[str]] = {
     "fused_evpo": ["algo=fused", "critic=latent", "algo.fused.weighting=evpo"],
 }
 # Overrides left out of the report's configuration labels: the run budget (the same within a method,
-# and set per invocation) and the world-model settings every model-based method shares.
+# and set per invocation) and the settings every model-based method of one world model shares; the
+# imagination and world-model choices and fit_on_warm_start stay, since methods differ in them.
+LABELLED = ("imagination", "imagination.fit_on_warm_start", "world_model")
 REPORT_IGNORE = ("seed", "trainer.iterations", "trainer.max_env_steps",
-                 *(override.split("=")[0] for override in MODEL_BASED
-                   if override.split("=")[0] not in ("imagination", "imagination.fit_on_warm_start")))
+                 *dict.fromkeys(key for override in (*MODEL_BASED, *MODEL_BASED_LM)
+                                if (key := override.split("=")[0]) not in LABELLED))
 # The model-based method the controls are matched to, and the default list: every model-free method
 # and control, and the reference.
 REFERENCE = "mb_grpo_r0.9"

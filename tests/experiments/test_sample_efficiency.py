@@ -18,6 +18,7 @@ from experiments.benchmarks.sample_efficiency import (
     ENVS,
     METHODS,
     REFERENCE,
+    REPORT_IGNORE,
     build_parser,
     compose_run,
     job_order,
@@ -26,6 +27,7 @@ from experiments.benchmarks.sample_efficiency import (
 )
 from envs.registry import unavailable
 from experiments.config import register_configs, validate
+from experiments.reporting.runs import configuration_labels
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
 
@@ -44,6 +46,26 @@ def test_every_method_is_a_valid_run(env, method):
         assert run.imagination.fit_on_warm_start == method.endswith("_experts")
     else:
         assert not run.imagination.enabled
+
+
+def test_the_lm_method_imagines_as_the_latent_one_with_the_lm_model():
+    latent = compose_run(["experiment=learning_check", *METHODS["mb_grpo_r0.9"]])
+    lm = compose_run(["experiment=learning_check", *METHODS["mb_grpo_r0.9_lm"]])
+    assert latent.world_model.name != "lm" and lm.world_model.name == "lm"
+    assert lm.imagination == latent.imagination  # gate, refits, batches, ratio, real steps only
+    assert lm.world_model.num_members == latent.world_model.num_members == 3
+    assert lm.world_model.lm == compose_run(["experiment=learning_check", "world_model=lm"]).world_model.lm
+    # The window holds the whole episode (3 turns), so the LM model sees all a latent history would.
+    assert lm.world_model.lm.history_turns >= lm.env.kwargs["max_turns"]
+
+
+def test_report_labels_of_the_two_world_models_differ_only_in_the_model():
+    def labelled(method):
+        return dict(o.split("=", 1) for o in METHODS[method] if o.split("=", 1)[0] not in REPORT_IGNORE)
+
+    latent, lm = labelled("mb_grpo_r0.9"), labelled("mb_grpo_r0.9_lm")
+    assert lm == {**latent, "world_model": "lm"}
+    assert configuration_labels([latent, lm]) == ["defaults", "world_model=lm"]
 
 
 def by_hand(run) -> tuple[float, float]:
