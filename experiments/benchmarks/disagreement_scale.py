@@ -35,8 +35,13 @@ from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.disagreement_score import SCORES
 from world_model.lightning_module import fit_world_model
 
-PRESET = {"latent_size": 64, "num_members": 3,
-          "decoder": {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 4}}
+# World-model sizes: ``model_based``, the preset's small model (what the loop refits); ``default``, the
+# world-model group's default decoder with a 128 latent and three members (the benchmark's ablation size).
+SIZES = {
+    "model_based": {"latent_size": 64, "num_members": 3,
+                    "decoder": {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 4}},
+    "default": {"latent_size": 128, "num_members": 3, "decoder": {}},
+}
 QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
 
 
@@ -69,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     p.add_argument("--steps", type=int, default=300, help="fit steps (a run's first fit)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bootstrap", action="store_true", help="each member fitted on its own resample of each batch")
+    p.add_argument("--size", choices=sorted(SIZES), default="model_based", help="world-model sizes (see SIZES)")
     p.add_argument("--copy-observation", action="store_true",
                    help="the decoder also reads the latest observation (world_model.decoder.copy_observation)")
     p.add_argument("--shift", action="store_true",
@@ -76,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     args = p.parse_args(argv)
     kwargs = json.loads(args.env_kwargs)
     tokenizer = TurnTokenizer.for_env(args.env, kwargs)
-    preset = {**PRESET, "decoder": {**PRESET["decoder"], "copy_observation": args.copy_observation}}
+    sizes = SIZES[args.size]
+    preset = {**sizes, "decoder": {**sizes["decoder"], "copy_observation": args.copy_observation}}
     config = WorldModelConfig.for_tokenizer(tokenizer, **preset, bootstrap=args.bootstrap)
     model = WorldModel(config, tokenizer, seed=args.seed)
     train_kinds, held_kinds = (("random",), ("expert",)) if args.shift else (("random", "expert"),) * 2
@@ -85,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     fit_world_model(train, [], model, max_steps=args.steps, batch_size=16, lr=1e-3, seed=args.seed)
     model.eval()
     scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in SCORES}
-    setting = f"copy {args.copy_observation}, bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
+    setting = f"size {args.size}, copy {args.copy_observation}, bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
     print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps, "
           f"{setting}")
     print("pooling " + " ".join(f"p{round(q * 100):>2}".rjust(8) for q in QUANTILES) + "  share > 0.03, 0.1, 0.3")
