@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from envs.registry import unavailable
 from experiments.benchmarks import sample_efficiency
 from experiments.benchmarks.controls import CONTROLS, epochs_and_minibatch
 from experiments.benchmarks.sample_efficiency import (
@@ -25,7 +26,6 @@ from experiments.benchmarks.sample_efficiency import (
     method_overrides,
     run_overrides,
 )
-from envs.registry import unavailable
 from experiments.config import register_configs, validate
 from experiments.reporting.runs import configuration_labels
 
@@ -292,3 +292,17 @@ def test_the_command_reports_a_finished_sweep(tmp_path):
     assert "kept learning_check/grpo/seed 0" in done.stdout and "| grpo " in done.stdout
     assert "headline: needs a model-based method and a model-free one" in done.stdout
     assert (tmp_path / "learning_check" / "sample_efficiency.png").exists()
+
+
+def test_the_wall_clock_verdict_names_the_never_and_the_always_cases():
+    from experiments.reporting import SummaryRow
+
+    def row(steps: float, seconds: float) -> SummaryRow:
+        return SummaryRow(label="x", env=None, seeds=1, failed=0, running=0, steps=[steps], steps_mean=steps,
+                          steps_std=None, steps_ci=None, final_mean=None, final_std=None, wall_mean_s=None,
+                          step_seconds_mean=seconds)
+
+    assert sample_efficiency.wall_clock_text(row(1400, 0.5), row(1100, 0.03)).startswith("never first in wall-clock")
+    assert sample_efficiency.wall_clock_text(row(500, 0.01), row(1100, 0.03)).startswith("first in wall-clock too, whatever")
+    assert "costs 0.42 s or more" in sample_efficiency.wall_clock_text(row(200, 1.0), row(600, 0.05)) or \
+        "costs 0.43 s or more" in sample_efficiency.wall_clock_text(row(200, 1.0), row(600, 0.05))
