@@ -34,6 +34,7 @@ from experiments.benchmarks.world_model.scoring import greedy_step, history_stat
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.disagreement_score import SCORES
 from world_model.lightning_module import fit_world_model
+from world_model.state import WorldState
 
 # World-model sizes: ``model_based``, the preset's small model (what the loop refits); ``default``, the
 # world-model group's default decoder with a 128 latent and three members (the benchmark's ablation size).
@@ -56,10 +57,9 @@ def episodes(env: str, kwargs: dict, count: int, split: str, seed: int,
                                    group_seeds=seeds[i :: len(kinds)], progress=False)]
 
 
-def step_scores(model: WorldModel, held_out: Sequence, pooling: str, seed: int) -> torch.Tensor:
-    """``(R,)`` the disagreement of one sampled step from every held-out state, pooled by ``pooling``."""
-    states, _ = history_states(model, held_out)
-    actions = [turn.action for t in held_out for turn in t.turns]
+def step_scores(model: WorldModel, states: WorldState, actions: Sequence[str], pooling: str, seed: int) -> torch.Tensor:
+    """``(R,)`` the disagreement of one sampled step from each of the ``R`` held-out ``states`` after its
+    action, pooled by ``pooling``."""
     model.config.disagreement = pooling
     _, predictions = model.step(states, actions, generator=torch.Generator().manual_seed(seed))
     return predictions.uncertainty
@@ -91,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     held_out = episodes(args.env, kwargs, args.episodes, "eval", args.seed, held_kinds)
     fit_world_model(train, [], model, max_steps=args.steps, batch_size=16, lr=1e-3, seed=args.seed)
     model.eval()
-    scores = {pooling: step_scores(model, held_out, pooling, args.seed) for pooling in SCORES}
+    states, _ = history_states(model, held_out)  # the state before every held-out turn, encoded once
+    actions = [turn.action for t in held_out for turn in t.turns]
+    scores = {pooling: step_scores(model, states, actions, pooling, args.seed) for pooling in SCORES}
     setting = f"size {args.size}, copy {args.copy_observation}, bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
     print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps, "
           f"{setting}")
@@ -100,8 +102,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
         qs = torch.quantile(u.double(), torch.tensor(QUANTILES, dtype=torch.double))
         shares = [float((u > t).float().mean()) for t in (0.03, 0.1, 0.3)]
         print(f"{pooling:<7} " + " ".join(f"{float(q):8.4f}" for q in qs) + "  " + " ".join(f"{s:.2f}" for s in shares))
-    states, _ = history_states(model, held_out)
-    actions = [turn.action for t in held_out for turn in t.turns]
     wanted = normalised(tokenizer, [turn.next_observation for t in held_out for turn in t.turns])
     line = []
     for pooling in SCORES:
