@@ -24,7 +24,16 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange, repeat
 
-from world_model.cached_decoding import MemberLayer, check_supported, member_linear, normalised, stack_linear
+from world_model.aligned_copy import add_copy_bonus, aligned_words
+from world_model.cached_decoding import (
+    MemberLayer,
+    check_supported,
+    member_copy_bonus,
+    member_linear,
+    normalised,
+    stack_copy_gate,
+    stack_linear,
+)
 from world_model.decoder import ObservationDecoder, check_previous
 
 
@@ -191,7 +200,14 @@ def member_logits_at(
         decoders, latent, query_ids, query_mask, text_ids, scored, previous_ids, previous_mask
     )  # (K, P, d)
     out = stack_linear([d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders])
-    return member_linear(hidden, out)  # (K, P, V)
+    logits = member_linear(hidden, out)  # (K, P, V)
+    if not decoders[0].config.aligned_copy:
+        return logits
+    place = scored.reshape(-1).nonzero().squeeze(1)  # (P,) places on the (B S) axis, as ``Packing`` orders them
+    ids, valid = aligned_words(previous_ids, previous_mask, place // text_ids.shape[1], place % text_ids.shape[1])
+    return add_copy_bonus(logits, member_copy_bonus(hidden, stack_copy_gate(decoders)), ids.expand(len(decoders), -1),
+                          valid)  # (K, P, V)
+
 
 
 def member_outcome(heads: Sequence[torch.nn.Module], latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import nn
 
+from world_model.aligned_copy import add_copy_bonus, aligned_words
 from world_model.decoder import ObservationDecoder
 
 Linear = tuple[torch.Tensor, torch.Tensor]
@@ -116,6 +117,18 @@ def normalised(x: torch.Tensor, eps: float) -> torch.Tensor:
     return F.layer_norm(x, x.shape[-1:], eps=eps)
 
 
+def stack_copy_gate(decoders: Sequence[ObservationDecoder]) -> Linear:
+    """The members' ``aligned_copy`` gates after their final norm's affine part: ``(K, d, 1)``."""
+    return stack_linear([d.copy_gate.weight for d in decoders], [d.copy_gate.bias for d in decoders],
+                        [d.norm for d in decoders])
+
+
+def member_copy_bonus(hidden: torch.Tensor, gate: Linear) -> torch.Tensor:
+    """Every member's ``aligned_copy`` bonus from its ``(K, R, d)`` final states (normalised without
+    an affine part) and its ``stack_copy_gate``: ``(K, R)``, as ``ObservationDecoder.forward`` has it."""
+    return F.softplus(member_linear(hidden, gate)).squeeze(-1)  # (K, R)
+
+
 def check_supported(decoder: ObservationDecoder) -> None:
     """Refuse a decoder whose layers are not the ones the incremental math writes out."""
     for index, layer in enumerate(decoder.blocks.layers):
@@ -168,6 +181,9 @@ class CachedEnsembleDecoder:
         self.out = stack_linear(
             [d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders]
         )  # the final norm then the vocabulary projection: (K, d, V)
+        # With aligned_copy: the copy memory's rows, whose word at the next place gets the bonus, and the gates.
+        self.previous = (previous_ids, previous_mask) if config.aligned_copy else None
+        self.copy_gate = stack_copy_gate(decoders) if config.aligned_copy else None
         self.layers = [
             MemberLayer.of([d.blocks.layers[i] for d in decoders]) for i in range(config.num_layers)
         ]
@@ -202,6 +218,8 @@ class CachedEnsembleDecoder:
         self.memory_keys = [m.index_select(0, flat) for m in self.memory_keys]
         self.memory_values = [m.index_select(0, flat) for m in self.memory_values]
         self.memory_mask = self.memory_mask.index_select(0, flat)
+        if self.previous is not None:
+            self.previous = tuple(x.index_select(0, index) for x in self.previous)
         self.rows = index.numel()
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -244,4 +262,11 @@ class CachedEnsembleDecoder:
             h = F.relu(member_linear(normalised(x, layer.eps[2]), layer.feed_in))  # (K, B, 4d)
             x = x + member_linear(h, layer.feed_out)  # (K, B, d)
         self.position += 1
-        return member_linear(normalised(x, self.final_eps), self.out)  # (K, B, V)
+        hidden = normalised(x, self.final_eps)  # (K, B, d)
+        logits = member_linear(hidden, self.out)  # (K, B, V)
+        if self.previous is None:
+            return logits
+        rows = torch.arange(self.rows, device=tokens.device)  # (B,)
+        ids, valid = aligned_words(*self.previous, rows, torch.full_like(rows, p))  # (B,), (B,)
+        bonus = member_copy_bonus(hidden, self.copy_gate)  # (K, B)
+        return add_copy_bonus(logits, bonus, ids.expand(self.members, -1), valid)  # (K, B, V)

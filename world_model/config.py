@@ -46,14 +46,19 @@ class DecoderSection:
     """Also let the decoder cross-attend to the words of the observation the action was taken in (a
     copy path: grid envs mostly repeat it with a small edit); False keeps the decoder reading the
     latent and the action only (strict latent mediation)."""
+    aligned_copy: bool = False
+    """With the copy path, also start every position from the word at the same place in the
+    observation acted in (a learned logit bonus for it): decoding as an edit of that observation."""
 
     def __post_init__(self) -> None:
         for name in ("model_size", "num_layers", "num_heads", "latent_slots"):
             check_int(f"world_model.decoder.{name}", getattr(self, name), 1)
-        if not isinstance(self.copy_observation, bool):
-            raise ValueError(
-                f"world_model.decoder.copy_observation must be true or false, got {self.copy_observation!r}"
-            )
+        for name in ("copy_observation", "aligned_copy"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"world_model.decoder.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.aligned_copy and not self.copy_observation:
+            raise ValueError("world_model.decoder.aligned_copy needs world_model.decoder.copy_observation=true "
+                             "(it reads the observation acted in)")
         if self.model_size % self.num_heads:
             raise ValueError(f"world_model.decoder.num_heads ({self.num_heads}) must divide "
                              f"world_model.decoder.model_size ({self.model_size})")

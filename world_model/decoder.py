@@ -10,7 +10,9 @@ action was taken in (its text row ``<s> words </s>``), each with its own learned
 learned segment vector that marks them as copy memory. Grid observations mostly repeat that
 observation with a small edit, which the decoder can then copy word by word instead of rebuilding
 it from the compressed latent. It stays O(1) per turn: one observation is at most
-``max_text_tokens`` tokens. The latent still carries everything older.
+``max_text_tokens`` tokens. The latent still carries everything older. On top of it,
+``aligned_copy`` makes "the same word as at this place before" the starting guess of every
+position (``world_model/aligned_copy.py``).
 
 A small causal Transformer decoder writes the observation word by word. It cross-attends to a
 memory of ``latent_slots`` vectors cut from a projection of the latent, plus the embedded query
@@ -33,8 +35,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
+
+from world_model.aligned_copy import add_copy_bonus, aligned_words
+
+
+SWITCHES = ("copy_observation", "aligned_copy")
+"""The decoder's on/off options (the other fields are sizes)."""
 
 
 @dataclass
@@ -59,12 +68,18 @@ class DecoderConfig:
     """Memory vectors cut from the latent."""
     copy_observation: bool = False
     """Also cross-attend to the words of the observation the action was taken in (the copy path)."""
+    aligned_copy: bool = False
+    """With the copy path, also add a learned bonus to the logit of the word at the same place in the
+    observation acted in: decoding as an edit of it (the module ``world_model.aligned_copy``)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.copy_observation, bool):
-            raise ValueError(f"DecoderConfig.copy_observation must be true or false, got {self.copy_observation!r}")
+        for name in SWITCHES:
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"DecoderConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.aligned_copy and not self.copy_observation:
+            raise ValueError("DecoderConfig.aligned_copy needs copy_observation: it reads the observation acted in")
         for f in fields(self):
-            if f.name == "copy_observation":
+            if f.name in SWITCHES:
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -128,6 +143,8 @@ class ObservationDecoder(nn.Module):
         if config.copy_observation:  # created last: the weights above are drawn as without the copy path
             self.copy_positions = nn.Embedding(config.max_text_tokens, size)
             self.copy_segment = nn.Parameter(torch.randn(size))
+        if config.aligned_copy:  # after the copy path's weights, so those are drawn as without this
+            self.copy_gate = nn.Linear(size, 1)
 
     def memory(
         self,
@@ -186,4 +203,10 @@ class ObservationDecoder(nn.Module):
         x = self.blocks(
             x, memory, tgt_mask=causal_mask(width, text_ids.device), memory_key_padding_mask=blocked
         )
-        return self.out(self.norm(x))  # (B, S, V)
+        hidden = self.norm(x)  # (B, S, d)
+        logits = self.out(hidden)  # (B, S, V)
+        if not self.config.aligned_copy:
+            return logits
+        rows = torch.arange(text_ids.shape[0], device=text_ids.device)[:, None].expand_as(text_ids)  # (B, S)
+        ids, valid = aligned_words(previous_ids, previous_mask, rows, positions.expand_as(text_ids))  # (B, S)
+        return add_copy_bonus(logits, F.softplus(self.copy_gate(hidden)).squeeze(-1), ids, valid)  # (B, S, V)

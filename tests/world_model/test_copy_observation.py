@@ -188,9 +188,11 @@ def edit_trajectories(count: int, seed: int, turns: int = 4) -> list[Trajectory]
     return out
 
 
-def fit_and_match(copying: bool, train, held_out, tokenizer, steps: int = 120) -> float:
-    """A tiny fit (one member, plain AdamW on ``WorldModel.loss``), then held-out greedy exact match."""
-    decoder = {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 4, "copy_observation": copying}
+def fit_and_match(copying: bool, train, held_out, tokenizer, steps: int = 120, aligned: bool = False) -> float:
+    """A tiny fit (one member, plain AdamW on ``WorldModel.loss``), then held-out greedy exact match
+    (``aligned``: with ``aligned_copy`` too)."""
+    decoder = {"model_size": 32, "num_layers": 1, "num_heads": 2, "latent_slots": 4, "copy_observation": copying,
+               "aligned_copy": aligned}
     model = tiny_model(tokenizer, seed=1, num_members=1, decoder=decoder)
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(2)

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from experiments.benchmarks.world_model.data import ENVS
+from experiments.benchmarks.world_model.models import MODELS
 from experiments.benchmarks.world_model.plots import plot_calibration, plot_curves
 from experiments.benchmarks.world_model.report import (
     NOTE,
@@ -30,7 +31,7 @@ from experiments.benchmarks.world_model.run import (
 )
 from world_model.lm import LMOptions
 
-ABLATIONS = {"copy_observation": ["latent", "copy"]}
+ABLATIONS = {"copy_observation": ["latent", "copy"], "aligned_copy": ["copy", "edit"]}
 """Per ablation, the models (off, on) it fits side by side."""
 QUICK = {"sizes": [30, 60], "steps": [2], "eval_transitions": 30, "shift_size": 30, "shift_steps": 2,
          "batch_size": 8, "latent_size": 32, "members": 2}
@@ -60,9 +61,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
     p.add_argument("--latent-size", type=int, default=None, help=f"latent size (default {FULL['latent_size']})")
     p.add_argument("--members", type=int, default=None, help=f"ensemble members (default {FULL['members']})")
-    p.add_argument("--models", nargs="+", default=["latent"], choices=["latent", "copy", "lm"],
+    p.add_argument("--models", nargs="+", default=["latent"], choices=list(MODELS),
                    help="world models to fit and score on the same data, row by row (copy: the latent model "
-                   "with world_model.decoder.copy_observation)")
+                   "with world_model.decoder.copy_observation; edit: copy with world_model.decoder.aligned_copy)")
     p.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
                    help="fit the latent model with the option off and on (same data, budget and seed) and print "
                    "one row each in an ablation table; replaces --models")
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
     print(format_costs(result))
     print(format_targets(result))
     if args.ablation is not None:
-        print(format_ablation(result, args.ablation))
+        print(format_ablation(result, args.ablation, *ABLATIONS[args.ablation]))
     print(NOTE)
     plot_curves(result, args.out / "world_model.png")
     print(f"wrote {args.out / 'world_model.png'}")

@@ -18,8 +18,11 @@ from world_model.model import WorldModel, WorldModelConfig
 from world_model.protocol import WorldModelLike, WorldStateLike
 from world_model.turn_tokens import TurnTokenizer
 
-MODELS = ("latent", "copy", "lm")
-"""``copy`` is the latent model with the decoder's copy path (``world_model.decoder.copy_observation``)."""
+MODELS = ("latent", "copy", "edit", "lm")
+"""``copy`` is the latent model with the decoder's copy path (``world_model.decoder.copy_observation``);
+``edit`` adds decoding as an edit of the observation acted in (``world_model.decoder.aligned_copy``)."""
+DECODERS = {"latent": {}, "copy": {"copy_observation": True}, "edit": {"copy_observation": True, "aligned_copy": True}}
+"""The decoder options of each latent model."""
 
 
 def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
@@ -28,9 +31,9 @@ def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
     for the latent one's members)."""
     spec = ENVS[env]
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
-    if kind in ("latent", "copy"):
+    if kind in DECODERS:
         config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members, bootstrap=bootstrap,
-                                                decoder={"copy_observation": kind == "copy"})
+                                                decoder=DECODERS[kind])
         return WorldModel(config, tk, seed=seed)
     if kind == "lm":
         config = LMWorldModelConfig(lm_options or LMOptions(), tk.limits.observation, tk.limits.action, len(tk),

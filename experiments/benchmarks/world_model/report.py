@@ -120,10 +120,10 @@ _ABLATION = [("match", "match", 6, 3), ("open_loop_5", "ol@5", 5, 3), ("reward",
              ("nll_text", "nll_text", 8, 3), ("nll_exact", "nll_exact", 9, 3), ("auroc", "auroc", 5, 2)]
 
 
-def format_ablation(result: Result, name: str) -> str:
-    """One row per (env, model) of the learning-curve fits: the ablation's off (``latent``) and on rows."""
+def format_ablation(result: Result, name: str, off: str = "latent", on: str = "copy") -> str:
+    """One row per (env, model) of the learning-curve fits: the ablation's ``off`` and ``on`` models."""
     cols = " ".join(f"{h:>{w}}" for _, h, w, _ in _ABLATION)
-    lines = ["", f"== ablation: {name} (latent = off, copy = on) ==",
+    lines = ["", f"== ablation: {name} ({off} = off, {on} = on) ==",
              f"{'env':<21} {'model':<6} {'train':>6} {'steps':>6} {'s/step':>6} {'cpu/st':>6} {cols}"]
     for r in result.rows:
         if r.shift:
