@@ -53,8 +53,9 @@ def added_keys() -> dict[str, dict[str, Any]]:
 
 def added_section_keys() -> dict[str, dict[str, dict[str, Any]]]:
     """group -> section -> keys added to that section since, with the value a run recorded without
-    them ran with (``world_model.decoder.copy_observation``: the decoder read no observation)."""
-    return {"world_model": {"decoder": {"copy_observation": False}}}
+    them ran with (``world_model.decoder.copy_observation`` and ``aligned_copy``: the decoder read no
+    observation)."""
+    return {"world_model": {"decoder": {"copy_observation": False, "aligned_copy": False}}}
 
 
 def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
