@@ -12,7 +12,8 @@ same sampled words (the generator is reseeded; pooling does not change what is d
 ``halt_uncertainty`` and ``reward_penalty`` are set from these figures. Last, each pooling's AUROC
 as a score for a wrong greedy one-step prediction (the world-model benchmark's ``auroc``).
 
-``--copy-observation`` gives the decoder the copy path (``world_model.decoder.copy_observation``).
+``--copy-observation`` gives the decoder the copy path (``world_model.decoder.copy_observation``), and
+``--aligned-copy`` with it decoding as an edit of that observation (``world_model.decoder.aligned_copy``).
 ``--bootstrap`` fits each member on its own resample of every batch (``world_model.bootstrap``).
 ``--shift``: the members are fitted on random-agent episodes only and scored on held-out expert
 episodes, transitions of a different policy than the one the model learned from (with the default,
@@ -77,13 +78,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     p.add_argument("--size", choices=sorted(SIZES), default="model_based", help="world-model sizes (see SIZES)")
     p.add_argument("--copy-observation", action="store_true",
                    help="the decoder also reads the latest observation (world_model.decoder.copy_observation)")
+    p.add_argument("--aligned-copy", action="store_true",
+                   help="with --copy-observation: decoding as an edit of it (world_model.decoder.aligned_copy)")
     p.add_argument("--shift", action="store_true",
                    help="fit on random-agent episodes only, score on held-out expert episodes")
     args = p.parse_args(argv)
     kwargs = json.loads(args.env_kwargs)
     tokenizer = TurnTokenizer.for_env(args.env, kwargs)
     sizes = SIZES[args.size]
-    preset = {**sizes, "decoder": {**sizes["decoder"], "copy_observation": args.copy_observation}}
+    preset = {**sizes, "decoder": {**sizes["decoder"], "copy_observation": args.copy_observation,
+                                   "aligned_copy": args.aligned_copy}}
     config = WorldModelConfig.for_tokenizer(tokenizer, **preset, bootstrap=args.bootstrap)
     model = WorldModel(config, tokenizer, seed=args.seed)
     train_kinds, held_kinds = (("random",), ("expert",)) if args.shift else (("random", "expert"),) * 2
@@ -94,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
     states, _ = history_states(model, held_out)  # the state before every held-out turn, encoded once
     actions = [turn.action for t in held_out for turn in t.turns]
     scores = {pooling: step_scores(model, states, actions, pooling, args.seed) for pooling in SCORES}
-    setting = f"size {args.size}, copy {args.copy_observation}, bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
+    setting = f"size {args.size}, copy {args.copy_observation}, aligned {args.aligned_copy}, bootstrap {args.bootstrap}, fitted on {'+'.join(train_kinds)}, scored on {'+'.join(held_kinds)}"
     print(f"{args.env} {kwargs}: {len(scores['max'])} imagined steps from held-out states, {args.steps} fit steps, "
           f"{setting}")
     print("pooling " + " ".join(f"p{round(q * 100):>2}".rjust(8) for q in QUANTILES) + "  share > 0.03, 0.1, 0.3")
