@@ -14,6 +14,7 @@ import torch
 from tests.world_model.test_copy_observation import (
     CONFIG,
     SYMBOLS,
+    assert_generation_agrees_with_and_without_cache,
     decoder_inputs,
     edit_trajectories,
     fit_and_match,
@@ -89,12 +90,7 @@ def test_cached_and_batched_paths_equal_the_plain_forward_with_aligned_copy():
     for s, step in enumerate(steps):
         assert float((step - full[:, keep if s >= 3 else slice(None), s]).abs().max()) < 1e-5, s
     assert float((packed - full[:, scored]).abs().max()) < 1e-5
-    options = dict(bos_id=1, eos_id=2, pad_id=0, banned_ids=[0, 1], max_words=8, greedy=False,
-                   previous_ids=ids, previous_mask=mask)
-    a = dynamics.generate(latent, query_ids, query_mask, generator=torch.Generator().manual_seed(6), **options)
-    b = dynamics.generate(latent, query_ids, query_mask, generator=torch.Generator().manual_seed(6),
-                          use_cache=False, **options)
-    assert torch.equal(a.ids, b.ids)
+    assert_generation_agrees_with_and_without_cache(dynamics, latent, query_ids, query_mask, ids, mask)
 
 
 def test_aligned_copy_needs_the_copy_path():

@@ -157,6 +157,11 @@ def test_cached_and_batched_paths_equal_the_plain_forward_with_the_copy_path():
                                                     ids, mask), -1)  # (K, P, V)
     assert float((steps - full).abs().max()) < 1e-5
     assert float((packed - full[:, scored]).abs().max()) < 1e-5
+    assert_generation_agrees_with_and_without_cache(dynamics, latent, query_ids, query_mask, ids, mask)
+
+
+def assert_generation_agrees_with_and_without_cache(dynamics, latent, query_ids, query_mask, ids, mask) -> None:
+    """The same draws give the same words and disagreement through the cached and the uncached sampler."""
     options = dict(bos_id=1, eos_id=2, pad_id=0, banned_ids=[0, 1], max_words=8, greedy=False,
                    previous_ids=ids, previous_mask=mask)
     a = dynamics.generate(latent, query_ids, query_mask, generator=torch.Generator().manual_seed(6), **options)
