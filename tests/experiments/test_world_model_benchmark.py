@@ -139,18 +139,24 @@ def test_revisits_are_exact_repeats_within_the_episode():
     assert bench.revisits(t) == [False, False, True, True, False, True]
 
 
-def test_targets_report_the_first_size_met_and_the_best_otherwise():
-    def row(n, match, fit_s):
-        return bench.Row("frozen_lake", n, 10, fit_s, 50, {"match": match})
+def test_targets_report_the_first_size_met_with_its_cpu_and_budget_and_the_best_otherwise():
+    def row(n, match, cpu_s):
+        return bench.Row("frozen_lake", n, 10, 1.0, 50, {"match": match}, fit_cpu_s=cpu_s)
 
     target = next(t for t in TARGETS if t.key == "match")
-    assert target_line(target, [row(300, 0.9, 10.0), row(1000, 0.9995, 20.0), row(3000, 1.0, 40.0)]) == (
-        "met at 1000 transitions (fit 30 s cumulative)"
+    assert target.threshold == 0.99 and target.max_transitions == 5000
+    assert target_line(target, [row(300, 0.9, 10.0), row(1000, 0.995, 20.0), row(3000, 1.0, 40.0)]) == (
+        "met at 1000 transitions (fit 20 CPU s)"
+    )
+    assert target_line(target, [row(3000, 0.95, 10.0), row(10000, 0.995, 4000.0)]) == (
+        "met at 10000 transitions (fit 4000 CPU s, over the 5000 transitions allowed, over 1 CPU-hour)"
     )
     assert target_line(target, [row(300, 0.9, 1.0), row(1000, 0.95, 1.0), row(3000, 0.93, 1.0)]) == (
         "not met (best 0.950 at 1000)"
     )
     assert target_line(target, [row(300, math.nan, 1.0)]) == "not met (no value: -)"
+    ratio = [t for t in TARGETS if t.key == "ratio"]
+    assert [(t.kinds, t.threshold) for t in ratio] == [(("bayes",), 1.05), (("slippery",), 1.10)]
 
 
 def test_reliability_bins():

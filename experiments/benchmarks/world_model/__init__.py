@@ -40,8 +40,8 @@ Per env kind (``--envs``):
 - ``frozen_lake`` (non-slippery, random 4x4 maps) and ``sokoban`` (6x6, one box), deterministic:
   also open-loop exact match ``ol@k``, k = 1..5: from each real history, the next k logged
   actions replayed through ``step`` (greedy, the model's own observations folded back in); the
-  k-th imagined observation against the real one, over starts with k actions left. Targets: one-
-  step match >= 0.999, reward and done accuracy 1.0.
+  k-th imagined observation against the real one, over starts with k actions left. Targets, from at
+  most 5,000 training transitions: one-step match >= 0.99, ``ol@5`` >= 0.95, reward and done accuracy 1.0.
 - ``hidden_number`` (noiseless) and ``hidden_number_noisy`` (``noise=0.1``): ``nll_bayes``, the NLL
   of the env's exact Bayes predictive (``predictive_distribution``); the text ``guess k : answer``
   is fixed by the action except for its answer word, so that is also the text's distribution;
@@ -50,7 +50,8 @@ Per env kind (``--envs``):
   next-observation distribution (``transition_probabilities()`` grouped by next cell). The env
   state at each held-out step is rebuilt by resetting with the episode's seed and replaying its
   actions (slips come from the seeded RNG; each replayed observation is checked).
-  For both stochastic kinds ``ratio = nll_text / nll_exact``; target ratio <= 1.02. At the largest
+  For both stochastic kinds ``ratio = nll_text / nll_exact``; target ratio <= 1.05 for hidden_number
+  (from at most 3,000 transitions) and <= 1.10 for slippery frozen_lake (1.02 the long-term goal). At the largest
   size, the model's probability of every outcome class (hidden_number: each answer word given the
   true prefix; slippery frozen_lake: each reachable cell's whole grid) against whether it happened
   is binned into a reliability diagram, ``world_model_calibration.png`` (ECE in the legend).
@@ -61,8 +62,8 @@ Per env kind (``--envs``):
 Policy shift (deterministic envs and minishop): one more model is fitted on random-agent episodes
 only (``--shift-size``, ``--shift-steps``) and scored on expert episodes (row ``rand>exp``): its
 match and its AUROC, target >= 0.85, as for the curve's AUROC. For every target the report gives
-the smallest training size at which it was met and the fit seconds summed up to that size, or
-``not met (best X at N)``. Writes ``world_model.png`` (the curves) into ``--out``.
+the smallest training size at which it was met and that fit's CPU seconds (noting when the size or
+an hour of one CPU thread is over the target's budget), or ``not met (best X at N)``. Writes ``world_model.png`` (the curves) into ``--out``.
 
 Cost, measured in CPU seconds of one thread (``cpu_s``; wall time ``fit_s`` on a busy shared
 machine was up to twice that): a fit step (32 episodes, default model) takes about 0.8 s on
@@ -79,7 +80,7 @@ size: no error bars.
 
 from experiments.benchmarks.world_model.cli import main
 from experiments.benchmarks.world_model.data import ENVS, collect_pool, prefix, revisits
-from experiments.benchmarks.world_model.metrics import auroc, first_met, reliability
+from experiments.benchmarks.world_model.metrics import auroc, reliability
 from experiments.benchmarks.world_model.report import (
            format_ablation,
            format_costs,
@@ -88,5 +89,5 @@ from experiments.benchmarks.world_model.report import (
 )
 from experiments.benchmarks.world_model.run import Result, Row, run
 
-__all__ = ["ENVS", "Result", "Row", "auroc", "collect_pool", "first_met", "format_ablation", "format_costs",
+__all__ = ["ENVS", "Result", "Row", "auroc", "collect_pool", "format_ablation", "format_costs",
            "format_table", "format_targets", "main", "prefix", "reliability", "revisits", "run"]

@@ -42,16 +42,3 @@ def calibration_error(probs: Sequence[float], hits: Sequence[bool], bins: int = 
     table = reliability(probs, hits, bins)
     total = sum(n for _, _, n in table)
     return sum(n * abs(p - f) for p, f, n in table) / total if total else math.nan
-
-
-def first_met(
-    points: Sequence[tuple[int, float, float]], met: Callable[[float], bool]
-) -> tuple[int, float] | None:
-    """``points`` are ``(transitions, value, fit seconds)`` in curve order: the transitions of the
-    first point whose value meets the target and the fit seconds summed up to it, or None."""
-    spent = 0.0
-    for transitions, value, fit_s in points:
-        spent += fit_s
-        if not math.isnan(value) and met(value):
-            return transitions, spent
-    return None
