@@ -41,7 +41,6 @@ from torch import nn
 
 from world_model.aligned_copy import add_copy_bonus, aligned_words
 
-
 SWITCHES = ("copy_observation", "aligned_copy")
 """The decoder's on/off options (the other fields are sizes)."""
 
