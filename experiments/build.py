@@ -30,7 +30,7 @@ from experiments.distributed import NullLogger, broadcast_json, broadcast_module
 from experiments.evaluation import evaluate
 from experiments.loop_progress import LoopProgress
 from experiments.metrics_logger import MetricsLogger
-from experiments.warm_start_cache import load_warm_start, save_warm_start, warm_start_inputs
+from experiments.warm_start_cache import load_check_steps, load_warm_start, save_warm_start, warm_start_inputs
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
@@ -161,10 +161,20 @@ def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int
     return split_seeds(run.env.name, env_kwargs, split, seed=derive_seed(run.seed, *tags), count=count)
 
 
-def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> list[Trajectory]:
+@dataclass
+class WarmStart:
+    """What the warm start hands the loop: the demonstrations it cloned (their env steps are reported
+    apart from the RL x-axis) and the env steps of its success checks (None: loaded from a cache
+    folder saved before they were recorded, so unknown)."""
+
+    experts: list[Trajectory]
+    check_steps: int | None
+
+
+def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> WarmStart:
     """1. Warm start: clone the expert (or transcripts, or random well-formed actions) on training tasks
-    until the policy is weak but not hopeless. Returns the demonstrations, whose env steps are reported
-    apart from the RL x-axis."""
+    until the policy is weak but not hopeless. Every ``eval_every`` cloning steps a success check plays
+    ``eval_episodes`` episodes on training tasks; their env steps go on the ledger."""
     ws, max_turns = run.trainer.warm_start, run.trainer.max_turns
     experts = demonstrations(run, env_kwargs)
     cache_inputs = warm_start_inputs(run.env.name, env_kwargs, run.policy, ws, max_turns, run.seed)
@@ -172,12 +182,14 @@ def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, p
         cache_inputs["transcripts_sha256"] = hashlib.sha256(Path(ws.transcripts).read_bytes()).hexdigest()
     if ws.cache_dir is not None and (folder := load_warm_start(ws.cache_dir, cache_inputs, policy.model)) is not None:
         log.info(f"warm start: the cloned policy of {folder}")
-        return experts
+        return WarmStart(experts, load_check_steps(folder))
     clone_eval_seeds = task_seeds(run, env_kwargs, "train", ws.eval_episodes, "clone-eval")
+    check_steps: list[int] = []  # one entry per success check
 
     def score(p: LMPolicy) -> float:  # success, or for a format-only warm start the share of valid actions
         result = evaluate(p.with_seed(derive_seed(run.seed, "clone-eval-sampling")), run.env.name, env_kwargs,
                           seeds=clone_eval_seeds, max_turns=max_turns)
+        check_steps.append(result.env_steps)
         return 1.0 - result.invalid_action_rate if ws.random_actions else result.success_rate
 
     behaviour_clone(
@@ -186,8 +198,8 @@ def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, p
         seed=derive_seed(run.seed, "clone"), progress=progress, log=log.info, evaluate=score,
     )
     if ws.cache_dir is not None:
-        save_warm_start(ws.cache_dir, cache_inputs, policy.model)
-    return experts
+        save_warm_start(ws.cache_dir, cache_inputs, policy.model, check_steps=sum(check_steps))
+    return WarmStart(experts, sum(check_steps))
 
 
 def demonstrations(run: Resolved, env_kwargs: dict[str, Any]) -> list[Trajectory]:

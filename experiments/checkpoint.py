@@ -77,6 +77,11 @@ class LoopState:
     """The model-based loop's bookkeeping: gate, credit, warm-up, totals, branch-point trajectory ids."""
     ledger: dict[str, int] = field(default_factory=dict)
     """The env-step ledger's counters (``experiments/ledger.py``); empty in older checkpoints."""
+    warm_start_check_steps: int | None = None
+    """Env steps of the warm start's success checks; None: unknown (older checkpoints, or a warm start
+    loaded from a cache folder that predates the count)."""
+    cpu_s: float | None = None
+    """Process CPU seconds of RL so far, over the span of ``elapsed_s``; None in older checkpoints."""
 
 
 @dataclass

@@ -4,6 +4,10 @@ The x-axis of every report is ``real_env_steps``: steps played in the real env d
 other entries say which other real data the run drew on, so that none of it is off the books:
 
 - ``warm_start_expert_steps``: the expert demonstrations' steps (behaviour cloning, before RL);
+- ``warm_start_check_steps``: the steps of the warm start's success checks (episodes on training
+  tasks every ``trainer.warm_start.eval_every`` cloning steps that decide when cloning stops); a run
+  whose warm start came from a cache folder reports the cloning run's count, None (unknown) when
+  that folder predates the count; 0 without a warm start;
 - ``world_model_expert_steps``: the part of those the world model was also fitted on
   (``imagination.fit_on_warm_start``; 0 for a model-free run or with it off);
 - ``world_model_real_steps``: the RL real steps collected up to the world model's last fit; every
@@ -52,11 +56,14 @@ class Ledger:
         self.steps_at_refit = real_env_steps
 
 
-def ledger_summary(ledger: Ledger, *, real_env_steps: int, warm_start_expert_steps: int) -> dict[str, int]:
+def ledger_summary(
+    ledger: Ledger, *, real_env_steps: int, warm_start_expert_steps: int, warm_start_check_steps: int | None
+) -> dict[str, int | None]:
     """The ledger as ``summary.json`` shows it (see the module docstring for each entry)."""
     return {
         "real_env_steps": real_env_steps,
         "warm_start_expert_steps": warm_start_expert_steps,
+        "warm_start_check_steps": warm_start_check_steps,
         "world_model_expert_steps": ledger.world_model_expert_steps,
         "world_model_real_steps": ledger.world_model_real_steps,
         "critic_real_steps": ledger.critic_real_steps,

@@ -36,6 +36,8 @@ class LoopProgress:
     """Fully imagined iterations still to run once the gate opens (imagination.warmup_iterations)."""
     warm_start_env_steps: int = 0
     """The expert demonstrations' env steps: reported apart from the RL x-axis."""
+    warm_start_check_steps: int | None = 0
+    """The env steps of the warm start's success checks, also apart (None: unknown)."""
     real_env_steps: int = 0
     next_ids: dict[str, int] = field(default_factory=lambda: {"group": 0, "trajectory": 0})
     """Ids stay unique across every collection of the run."""
@@ -48,12 +50,16 @@ class LoopProgress:
     """One record per logged iteration, as ``metrics.jsonl`` holds them."""
     start: float = 0.0
     """``time.monotonic()`` when RL began (moved back by the elapsed time of a resumed run)."""
+    cpu_start: float | None = 0.0
+    """``time.process_time()`` when RL began (moved back by the CPU seconds of a resumed run's earlier
+    parts; None when its checkpoint did not record them)."""
     ledger: Ledger = field(default_factory=Ledger)
     """What the run's real env steps were used for, and the real steps at the last world-model fit."""
 
     @classmethod
     def fresh(
-        cls, imagination: ImaginationConfig, *, branch_seed: int, warm_start_env_steps: int
+        cls, imagination: ImaginationConfig, *, branch_seed: int, warm_start_env_steps: int,
+        warm_start_check_steps: int | None = 0,
     ) -> LoopProgress:
         return cls(
             gate=ImaginationGate(imagination.gate_threshold),
@@ -61,7 +67,17 @@ class LoopProgress:
             branch_rng=random.Random(branch_seed),
             warmup_left=imagination.warmup_iterations,
             warm_start_env_steps=warm_start_env_steps,
+            warm_start_check_steps=warm_start_check_steps,
         )
+
+    def start_clocks(self) -> None:
+        """RL begins now: the wall clock and the process's CPU clock of ``elapsed_s`` and ``cpu_seconds``."""
+        self.start, self.cpu_start = time.monotonic(), time.process_time()
+
+    def cpu_seconds(self) -> float | None:
+        """This process's CPU seconds since RL began, a resumed run's earlier parts included; None when
+        those were not recorded."""
+        return None if self.cpu_start is None else time.process_time() - self.cpu_start
 
     def take_ids(self, groups: int, trajectories: int) -> None:
         """Mark ``groups`` group ids and ``trajectories`` trajectory ids from ``next_ids`` on as used."""
@@ -90,6 +106,8 @@ class LoopProgress:
             elapsed_s=time.monotonic() - self.start,
             stopped=stopped,
             ledger=self.ledger.as_record(),
+            warm_start_check_steps=self.warm_start_check_steps,
+            cpu_s=self.cpu_seconds(),
             imagination={
                 "gate": dataclasses.asdict(self.gate),
                 "real_credit": self.real_credit,
@@ -106,8 +124,9 @@ class LoopProgress:
 
     def restore(self, loop: LoopState, store: TrajectoryStore) -> None:
         """Every counter as it was after the checkpoint's iteration; the recent episodes reread from
-        ``store``, and the clock moved back by the time the run had spent."""
+        ``store``, and the clocks moved back by the time the run had spent."""
         self.real_env_steps, self.warm_start_env_steps = loop.real_env_steps, loop.warm_start_env_steps
+        self.warm_start_check_steps = loop.warm_start_check_steps
         self.next_ids, self.history = dict(loop.next_ids), loop.history
         for name, value in loop.imagination["gate"].items():
             setattr(self.gate, name, value)
@@ -118,3 +137,4 @@ class LoopProgress:
         self.recent.extend(trajectories_by_id(store, loop.imagination["recent_ids"]))
         self.ledger = Ledger.from_record(loop.ledger)
         self.start = time.monotonic() - loop.elapsed_s
+        self.cpu_start = None if loop.cpu_s is None else time.process_time() - loop.cpu_s

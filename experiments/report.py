@@ -94,14 +94,15 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
            "or after it), " if marks else "on each run's own evaluations (no common mark grid: no run set "
            "trainer.eval_every_steps), ")
         + "the first mark from which success stays at or above the target for the next two marks; mean "
-        "over seeds with its 95% t interval in brackets; `not reached (k/n)` when only k of n seeds did. Final success and wall time per run: mean ± "
-        "sample standard deviation. Success at a budget: each seed's last evaluation at or before that many "
+        "over seeds with its 95% t interval in brackets; `not reached (k/n)` when only k of n seeds did. Final success, wall time and CPU time (the "
+        "run process's, over the same span as its wall time) per run: mean ± sample standard deviation. Success at a budget: each seed's last evaluation at or before that many "
         "real env steps, over the seeds that spent it (`(k/n)` when only k of n did). Seeds: runs in the "
         "statistics; failed runs are left out of them, counted in brackets, and listed below.", "",
         table, "", f"![success against real env steps]({png.name})", "", "## Runs", "",
         run_table({label: configs[label] for label in order}, target, relative_to=out, marks=marks), "",
         "## Ledger of env steps", "",
-        "Per run: real env steps (the x-axis), the warm start's expert steps (behaviour cloning), the real "
+        "Per run: real env steps (the x-axis), the warm start's expert steps (behaviour cloning) and the "
+        "steps of its success checks (episodes that decide when cloning stops; `-` when unknown), the real "
         "steps the world model was fitted on (RL steps; expert steps when it was also fitted on the warm "
         "start's episodes), the real steps in the critic's updates, and the held-out evaluations' steps, "
         "which train nothing and are counted apart.", "",

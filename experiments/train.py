@@ -36,6 +36,7 @@ from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_ste
 from envs.seeding import derive_seed, seed_global_rngs
 from experiments.build import (
     RunParts,
+    WarmStart,
     build_critic,
     build_learner,
     build_model_based,
@@ -141,16 +142,17 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
     world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary())
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
-    experts: list[Trajectory] = []
+    warm = WarmStart(experts=[], check_steps=0)  # no warm start: no env steps (a resume restores its own)
     if trainer.warm_start.enabled and not run.policy.pretrained and checkpoint is None:
-        experts = warm_start(run, env_kwargs, policy, progress=trainer.progress and rank0)  # 1.
+        warm = warm_start(run, env_kwargs, policy, progress=trainer.progress and rank0)  # 1.
     learner, ref_model = build_learner(fabric, run, policy, critic)
     parts = RunParts(fabric, run, run_dir, env_kwargs, policy, critic, learner, ref_model, world_model,
                      counterfactual, store, logger, eval_seeds)
     progress = LoopProgress.fresh(imagination, branch_seed=derive_seed(run.seed, "branch-points"),
-                                  warm_start_env_steps=count_env_steps(experts))
-    if world_model is not None and experts and imagination.fit_on_warm_start:  # (never when resuming)
-        fit_on_experts(parts, progress, experts)
+                                  warm_start_env_steps=count_env_steps(warm.experts),
+                                  warm_start_check_steps=warm.check_steps)
+    if world_model is not None and warm.experts and imagination.fit_on_warm_start:  # (never when resuming)
+        fit_on_experts(parts, progress, warm.experts)
     first_iteration = start_or_resume(parts, progress, checkpoint)
 
     # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
@@ -235,7 +237,7 @@ def start_or_resume(parts: RunParts, progress: LoopProgress, checkpoint: Checkpo
     """Start the clock and return the first iteration to run: 1 after logging the starting policy's
     evaluation, or, resumed, the one after the checkpoint's with every counter, weight and RNG stream
     as they were after it."""
-    progress.start = time.monotonic()
+    progress.start_clocks()
     if checkpoint is None:
         metrics = evaluate_policy(parts, progress)
         parts.logger.log(metrics, real_env_steps=0, iteration=0)
@@ -514,9 +516,10 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
         "env": run.env.name, "algo": run.algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
         "real_env_steps": progress.real_env_steps, "warm_start_env_steps": progress.warm_start_env_steps,
         "initial_success": history[0]["eval/success_rate"], "final_success": history[-1].get("eval/success_rate"),
-        "wall_s": time.monotonic() - progress.start,
+        "wall_s": time.monotonic() - progress.start, "cpu_seconds": progress.cpu_seconds(),
         "ledger": ledger_summary(progress.ledger, real_env_steps=progress.real_env_steps,
-                                 warm_start_expert_steps=progress.warm_start_env_steps),
+                                 warm_start_expert_steps=progress.warm_start_env_steps,
+                                 warm_start_check_steps=progress.warm_start_check_steps),
     }
     if parts.world_model is not None:
         summary["imagination"] = imagination_summary(history)

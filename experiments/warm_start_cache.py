@@ -9,7 +9,10 @@ cloning moves no random stream the loop reads afterwards (it draws from its own 
 so a run that loads its warm start gives the numbers of one that clones.
 
 The key is a hash of exactly those inputs plus the torch version; ``inputs.json`` beside the weights
-says what they were. Weights are safetensors, never a pickle, and are written to a temporary name
+says what they were. ``checks.json`` holds the env steps cloning spent on its success checks (the
+ledger's ``warm_start_check_steps``), so a run that loads the warm start reports the steps of the
+run that cloned it; a folder saved before that file existed reports them as unknown (None), never 0.
+Weights are safetensors and the count JSON, never a pickle; both are written to a temporary name
 then renamed, so a run that loads never sees half a file.
 """
 
@@ -20,6 +23,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ from safetensors.torch import load_model, save_model
 CACHE_FORMAT = 1  # raise when what a cached folder holds changes
 WEIGHTS = "model.safetensors"
 INPUTS = "inputs.json"
+CHECKS = "checks.json"
 
 
 def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: Any, warm_start_config: Any,
@@ -63,16 +68,42 @@ def load_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.
     return folder
 
 
-def save_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.nn.Module) -> Path:
-    """Save ``model``'s weights under their key, atomically; returns the folder."""
+def load_check_steps(folder: str | Path) -> int | None:
+    """The env steps of the success checks that cloned the warm start in ``folder``; None for a folder
+    saved before they were recorded (unknown, not 0). A file that does not hold them is refused."""
+    path = Path(folder) / CHECKS
+    if not path.exists():
+        return None
+    try:
+        steps = json.loads(path.read_text(encoding="utf-8"))["check_steps"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"cached warm start {path} cannot be read ({error!r}); "
+                         f"delete {folder} to clone again") from error
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ValueError(f"cached warm start {path}: check_steps must be an int >= 0, got {steps!r}")
+    return steps
+
+
+def save_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.nn.Module, *,
+                    check_steps: int) -> Path:
+    """Save ``model``'s weights and the env steps of cloning's success checks under their key,
+    atomically; returns the folder. The count goes first: a folder whose weights can be read has it."""
     folder = Path(cache_dir) / warm_start_key(inputs)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / INPUTS).write_text(json.dumps(inputs, indent=2, sort_keys=True, default=str) + "\n")
-    descriptor, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    record = json.dumps({"check_steps": int(check_steps)}) + "\n"
+    write_atomically(folder / CHECKS, lambda temporary: Path(temporary).write_text(record, encoding="utf-8"))
+    write_atomically(folder / WEIGHTS, lambda temporary: save_model(model, temporary))
+    return folder
+
+
+def write_atomically(path: Path, write: Callable[[str], None]) -> None:
+    """``write(temporary)`` beside ``path``, then one rename: readers see the old file or the whole new one.
+    Two runs racing on one key write equal files."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     os.close(descriptor)
     try:
-        save_model(model, temporary)
-        os.replace(temporary, folder / WEIGHTS)  # two runs racing on one key write equal weights
+        write(temporary)
+        os.replace(temporary, path)
     finally:
         Path(temporary).unlink(missing_ok=True)
-    return folder

@@ -13,6 +13,8 @@ job). What a ``Run`` reads from it, and where each field falls back to:
   evaluations at the same step count (the final one after a budget stop) keep the later record.
 - ``final_success``, ``wall_s``, ``real_env_steps``: ``summary.json``, else the last evaluation, the
   last ``charts/elapsed_s`` and the last record's step count.
+- ``cpu_s``: ``cpu_seconds`` of ``summary.json``: the process CPU seconds over the span of ``wall_s``
+  (None for a run from before it was recorded).
 - ``eval_every_steps``: ``trainer.eval_every_steps`` of the saved config (None: evaluated by iterations).
 - ``ledger``: ``summary.json``'s ledger of env steps (empty for a run without one).
 - ``status``: ``done`` or ``failed`` from the markers (the newer one if both are there), else
@@ -57,6 +59,7 @@ class Run:
     series: dict[str, Curve] = field(default_factory=dict)  # SERIES name -> (real env steps, value)
     eval_every_steps: int | None = None  # the run's real-step evaluation marks (trainer.eval_every_steps)
     ledger: dict[str, int] = field(default_factory=dict)  # summary.json's ledger (experiments/ledger.py)
+    cpu_s: float | None = None  # summary.json's cpu_seconds (None: an older run, or a resume that lost it)
 
     def config_key(self, ignore: Iterable[str] = (SEED_KEY,)) -> tuple[tuple[str, str], ...]:
         """The overrides that define this run's configuration: all but ``ignore`` (the seed) and the
@@ -106,7 +109,8 @@ def load_run(path: str | Path) -> Run:
                final_success=None if final is None else float(final), wall_s=None if wall is None else float(wall),
                real_env_steps=None if steps is None else int(steps), series=series,
                eval_every_steps=_first_int((config.get("trainer") or {}).get("eval_every_steps")),
-               ledger=summary.get("ledger") if isinstance(summary.get("ledger"), dict) else {})
+               ledger=summary.get("ledger") if isinstance(summary.get("ledger"), dict) else {},
+               cpu_s=_finite_float(summary.get("cpu_seconds")))
 
 
 def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,),
@@ -221,6 +225,13 @@ def _status(path: Path) -> str:
     if not markers:
         return "running"
     return max(markers, key=lambda name: (markers[name].stat().st_mtime, name == "done"))
+
+
+def _finite_float(value: object) -> float | None:
+    """A number as a float; None for anything else (absent, null, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _first_int(*values: object) -> int | None:

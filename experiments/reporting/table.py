@@ -45,6 +45,10 @@ class SummaryRow:
     at_budget: tuple[tuple[float, tuple[float | None, ...]], ...] = ()
     # Mean over the seeds of wall seconds per real env step (the run's own compute, the env included).
     step_seconds_mean: float | None = None
+    # Process CPU seconds over the same span as the wall time, over the seeds that recorded them.
+    cpu_mean_s: float | None = None
+    cpu_std_s: float | None = None
+    cpu_seeds: int = 0  # counted seeds with a CPU time
 
     @property
     def reached(self) -> int:
@@ -74,6 +78,11 @@ class SummaryRow:
 
     def wall_text(self) -> str:
         return format_duration(self.wall_mean_s, self.wall_std_s)
+
+    def cpu_text(self) -> str:
+        """Like ``wall_text``; ``(k/n)`` when only k of the n counted seeds recorded their CPU time."""
+        text = format_duration(self.cpu_mean_s, self.cpu_std_s)
+        return text if text == "-" or self.cpu_seeds == self.seeds else f"{text} ({self.cpu_seeds}/{self.seeds})"
 
     def budget_text(self, values: Sequence[float | None]) -> str:
         """Mean ± spread over the seeds that spent the budget; ``(k/n)`` when only k of n did."""
@@ -118,6 +127,8 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
         step_seconds = [r.wall_s / r.real_env_steps for r in counted if r.wall_s is not None and r.real_env_steps]
         steps_mean, steps_std = mean_and_std(reached) if reached else (None, None)
         wall_mean, wall_std = mean_and_std(walls) if walls else (None, None)
+        cpus = [r.cpu_s for r in counted if r.cpu_s is not None]
+        cpu_mean, cpu_std = mean_and_std(cpus) if cpus else (None, None)
         final_mean, final_std = mean_and_std(finals) if finals else (None, None)
         envs = {r.env for r in runs}
         rows.append(SummaryRow(
@@ -125,7 +136,7 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
             failed=len(runs) - len(counted), running=sum(r.status == "running" for r in counted), steps=steps,
             steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean,
             steps_ci=t_interval(reached) if len(reached) == len(counted) else None, final_std=final_std,
-            wall_mean_s=wall_mean, wall_std_s=wall_std,
+            wall_mean_s=wall_mean, wall_std_s=wall_std, cpu_mean_s=cpu_mean, cpu_std_s=cpu_std, cpu_seeds=len(cpus),
             step_seconds_mean=sum(step_seconds) / len(step_seconds) if step_seconds else None,
             at_budget=tuple((budget, tuple(value_at_budget(r.curve, budget) for r in counted)) for budget in at),
         ))
@@ -137,21 +148,22 @@ def format_table(rows: Sequence[SummaryRow], target: float) -> str:
     with_env = len({row.env for row in rows}) > 1
     budgets = [budget for budget, _ in rows[0].at_budget] if rows else []
     header = ["configuration", *(["env"] if with_env else []), f"real steps to {target:g}",
-              *(f"success at {budget:,.0f}" for budget in budgets), "final success", "wall time", "seeds"]
+              *(f"success at {budget:,.0f}" for budget in budgets), "final success", "wall time", "CPU time",
+              "seeds"]
     lines = [header]
     for row in rows:
         lines.append([row.label, *([row.env or "-"] if with_env else []), row.steps_text(),
                       *(row.budget_text(values) for _, values in row.at_budget), row.final_text(),
-                      row.wall_text(), row.seeds_text()])
+                      row.wall_text(), row.cpu_text(), row.seeds_text()])
     return _markdown(lines)
 
 
 def run_table(configs: Mapping[str, Sequence[Run]], target: float, relative_to: Path | None = None,
               marks: float | None = None) -> str:
     """Every run, configuration by configuration: seed, status, steps to target, final success,
-    real env steps, wall time and folder (relative to ``relative_to`` when given)."""
+    real env steps, wall and CPU time and folder (relative to ``relative_to`` when given)."""
     lines = [["configuration", "seed", "status", f"steps to {target:g}", "final success", "real env steps",
-              "wall time", "folder"]]
+              "wall time", "CPU time", "folder"]]
     for label, runs in configs.items():
         for run in runs:
             steps = run_steps_to_target(run, target, marks)
@@ -161,7 +173,7 @@ def run_table(configs: Mapping[str, Sequence[Run]], target: float, relative_to: 
                 "not reached" if steps is None else f"{steps:,.0f}",
                 "-" if run.final_success is None else f"{run.final_success:.2f}",
                 "-" if run.real_env_steps is None else f"{run.real_env_steps:,}",
-                format_duration(run.wall_s), folder,
+                format_duration(run.wall_s), format_duration(run.cpu_s), folder,
             ])
     return _markdown(lines)
 
@@ -196,6 +208,7 @@ LEDGER_COLUMNS = (
     # (summary.json ledger key, column)
     ("real_env_steps", "real env steps (x-axis)"),
     ("warm_start_expert_steps", "warm-start expert steps"),
+    ("warm_start_check_steps", "warm-start check steps"),
     ("world_model_real_steps", "world model fitted on: real"),
     ("world_model_expert_steps", "world model fitted on: expert"),
     ("critic_real_steps", "critic fitted on: real"),
@@ -206,8 +219,9 @@ LEDGER_COLUMNS = (
 
 def ledger_table(configs: Mapping[str, Sequence[Run]]) -> str:
     """Every run's ledger of env steps (``experiments/ledger.py``): the x-axis, the expert steps of its
-    warm start, the real steps its world model and critic were fitted on, and its evaluation steps.
-    ``-`` where a run has no ledger (an older run)."""
+    warm start and of the warm start's success checks, the real steps its world model and critic were
+    fitted on, and its evaluation steps. ``-`` where a run has no such entry (an older run) or it is
+    unknown (None: a warm start loaded from a cache folder that predates the count)."""
     lines = [["configuration", "seed", *(column for _, column in LEDGER_COLUMNS)]]
     for label, runs in configs.items():
         for run in runs:
