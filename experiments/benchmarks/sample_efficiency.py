@@ -19,7 +19,7 @@ expert episodes, which shows what those add). The model-free controls ``grpo_sma
 the defaults, on each env's preset (``experiments/benchmarks/controls.py``). At the end
 ``experiments.report`` prints, per env, real steps to ``--target`` success (the held rule on the
 common mark grid, with a 95% interval over seeds), success after each ``--at`` budget, final success
-and wall time, best first, and writes ``<out>/<env>/sample_efficiency.png`` and ``.md`` (with every
+and wall and CPU time, best first, and writes ``<out>/<env>/sample_efficiency.png`` and ``.md`` (with every
 run's ledger of env steps); then the headline line: the best model-based method against the best of
 all model-free methods and controls.
 

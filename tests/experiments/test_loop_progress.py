@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import time
 
 from envs import TrajectoryStore
 from experiments.checkpoint import LoopState
@@ -114,3 +115,44 @@ def test_the_ledger_round_trips_through_a_checkpoint_and_an_older_one_starts_it_
     del older["ledger"]  # a checkpoint written before the ledger existed
     resumed.restore(LoopState(**older), store)
     assert resumed.ledger == Ledger()
+
+
+def burn_cpu(seconds: float) -> None:
+    """Spend at least ``seconds`` of this process's CPU time."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        sum(i * i for i in range(1000))
+
+
+def test_warm_start_check_steps_and_cpu_seconds_survive_a_resume_and_an_older_checkpoint_makes_them_unknown(
+    tmp_path,
+):
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append(trajectories(0, 5))
+    progress = LoopProgress.fresh(ImaginationConfig(), branch_seed=0, warm_start_env_steps=5,
+                                  warm_start_check_steps=123)
+    progress.start_clocks()
+    burn_cpu(0.05)
+    loop = progress.loop_state(2, stopped=False, metrics_lines=3, store_trajectories=5, counterfactual_recent=None)
+    assert loop.warm_start_check_steps == 123 and loop.cpu_s >= 0.05
+    record = json.loads(json.dumps(dataclasses.asdict(loop)))  # as a checkpoint writes and reads it
+    before = time.process_time()
+    resumed = LoopProgress.fresh(ImaginationConfig(), branch_seed=0, warm_start_env_steps=0)  # a resumed run's
+    resumed.start_clocks()
+    resumed.restore(LoopState(**record), store)
+    burn_cpu(0.05)
+    spent = time.process_time() - before  # this part's CPU, an upper bound on what it adds
+    assert resumed.warm_start_check_steps == 123
+    assert loop.cpu_s + 0.05 <= resumed.cpu_seconds() <= loop.cpu_s + spent
+    older = {k: v for k, v in record.items() if k not in ("warm_start_check_steps", "cpu_s")}
+    resumed.restore(LoopState(**older), store)  # a checkpoint written before either was recorded
+    assert resumed.warm_start_check_steps is None and resumed.cpu_seconds() is None
+
+
+def test_a_run_without_a_warm_start_has_no_check_steps_and_counts_cpu_from_its_start():
+    progress = LoopProgress.fresh(ImaginationConfig(), branch_seed=0, warm_start_env_steps=0)
+    assert progress.warm_start_check_steps == 0
+    progress.start_clocks()
+    before = time.process_time()
+    burn_cpu(0.02)
+    assert 0.02 <= progress.cpu_seconds() <= time.process_time() - before + 0.01

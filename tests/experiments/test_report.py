@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def make_run(folder: Path, overrides: list[str] | None, curve: list[tuple[int, float]], *, status: str = "done",
              seed: int | None = None, env: str = "hidden_number", wall_s: float | None = 60.0,
-             summary: bool = True, series: dict[str, list[tuple[int, float]]] | None = None) -> Path:
+             summary: bool = True, series: dict[str, list[tuple[int, float]]] | None = None,
+             cpu_s: float | None = None, ledger: dict | None = None) -> Path:
     """A run folder as ``experiments/train.py`` leaves it: one record per evaluation (plus the training
     series at their own steps), Hydra's overrides, the summary and a marker."""
     folder.mkdir(parents=True)
@@ -52,6 +53,8 @@ def make_run(folder: Path, overrides: list[str] | None, curve: list[tuple[int, f
         (folder / "summary.json").write_text(json.dumps({
             "env": env, "algo": "grpo", "seed": seed if seed is not None else 0, "real_env_steps": curve[-1][0],
             "final_success": curve[-1][1], "wall_s": wall_s,
+            **({} if cpu_s is None else {"cpu_seconds": cpu_s}),  # a run from before it was recorded has none
+            **({} if ledger is None else {"ledger": ledger}),
         }))
     if status == "done":
         (folder / "done").write_text("{}")
@@ -238,7 +241,7 @@ def test_table_is_best_first_with_not_reached_counts(tmp_path):
 
     table = format_table(rows, 0.8).splitlines()
     assert table[0].split("|")[1:-1] == [" configuration       ", " real steps to 0.8 ", " final success ",
-                                         " wall time ", " seeds "]
+                                         " wall time ", " CPU time ", " seeds "]
     assert "| fast " in table[2] and "250 [-385, 885]" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
     assert "| slow " in table[4] and "| 60 s " in table[4]  # one seed: no spread
     assert "not reached (1/2)" in table[5]
@@ -260,6 +263,50 @@ def test_a_failed_run_is_listed_as_failed_and_left_out_of_the_statistics(tmp_pat
     runs = run_table(configs, 0.8, relative_to=tmp_path).splitlines()
     failed = [line for line in runs if "| failed " in line]
     assert len(failed) == 1 and "b/2" in failed[0] and "not reached" in failed[0]
+
+
+def test_cpu_time_is_mean_and_spread_over_the_seeds_and_a_dash_for_older_runs(tmp_path):
+    curve = [(0, 0.1), (100, 0.9), (200, 0.9), (300, 0.9)]
+    for seed, cpu in enumerate([90.0, 150.0, 120.0]):  # mean 120 s, sample std 30 s
+        make_run(tmp_path / f"new_s{seed}", None, curve, seed=seed, cpu_s=cpu)
+    make_run(tmp_path / "old_s0", None, curve, seed=0)  # no cpu_seconds in its summary
+    make_run(tmp_path / "mixed_s0", None, curve, seed=0, cpu_s=30.0)
+    make_run(tmp_path / "mixed_s1", None, curve, seed=1)
+    configs = configurations(load_runs(tmp_path))
+    rows = {row.label: row for row in summary_rows(configs, 0.8)}
+    assert rows["new"].cpu_mean_s == pytest.approx(120.0) and rows["new"].cpu_std_s == pytest.approx(30.0)
+    assert rows["new"].cpu_text() == "2.0 ± 0.5 min"
+    assert rows["old"].cpu_mean_s is None and rows["old"].cpu_text() == "-"
+    assert rows["mixed"].cpu_text() == "30 s (1/2)"  # only one seed recorded it
+    lines = format_table(list(rows.values()), 0.8).splitlines()
+    header = [cell.strip() for cell in lines[0].split("|")[1:-1]]
+    assert header[-3:] == ["wall time", "CPU time", "seeds"]
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]}
+    assert cells["new"][header.index("CPU time")] == "2.0 ± 0.5 min"
+    assert cells["old"][header.index("CPU time")] == "-"
+    runs = run_table(configs, 0.8).splitlines()
+    run_header = [cell.strip() for cell in runs[0].split("|")[1:-1]]
+    by_folder = {line.split("|")[-2].strip().rsplit("/", 1)[-1]: [c.strip() for c in line.split("|")[1:-1]]
+                 for line in runs[2:]}
+    assert by_folder["new_s1"][run_header.index("CPU time")] == "2.5 min"  # 150 s
+    assert by_folder["old_s0"][run_header.index("CPU time")] == "-"
+
+
+def test_the_ledger_table_shows_warm_start_check_steps_and_a_dash_when_unknown(tmp_path):
+    from experiments.reporting.table import ledger_table
+
+    base = {"real_env_steps": 900, "warm_start_expert_steps": 1234, "world_model_real_steps": 0,
+            "world_model_expert_steps": 0, "critic_real_steps": 0, "eval_env_steps": 2560, "evaluations": 4}
+    curve = [(0, 0.1), (900, 0.5)]
+    make_run(tmp_path / "cloned_s0", None, curve, seed=0, ledger={**base, "warm_start_check_steps": 4321})
+    make_run(tmp_path / "unknown_s0", None, curve, seed=0, ledger={**base, "warm_start_check_steps": None})
+    make_run(tmp_path / "older_s0", None, curve, seed=0, ledger=base)  # before the entry existed
+    lines = ledger_table(configurations(load_runs(tmp_path))).splitlines()
+    header = [cell.strip() for cell in lines[0].split("|")[1:-1]]
+    column = header.index("warm-start check steps")
+    assert header[column - 1] == "warm-start expert steps"
+    cells = {line.split("|")[1].strip(): line.split("|")[1:-1][column].strip() for line in lines[2:]}
+    assert cells == {"cloned": "4,321", "unknown": "-", "older": "-"}
 
 
 def test_value_at_a_budget_needs_the_run_to_have_spent_it():

@@ -2,7 +2,7 @@
 
 Two runs are started in subprocesses and killed; meanwhile the uninterrupted reference runs (same
 command, same seed) train inside the test process. Each killed run is then resumed with
-``resume=RUN_DIR`` and must end with the reference's metrics (wall times aside), its weights bit for
+``resume=RUN_DIR`` and must end with the reference's metrics (wall and CPU times aside), its weights bit for
 bit, and its trajectory store trajectory for trajectory: nothing the killed attempt stored after
 its checkpoint is kept twice, nothing before it is lost. The two cases kill:
 
@@ -94,9 +94,12 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
     assert [t.trajectory_id for t in stored] == [t.trajectory_id for t in expected]  # none lost or duplicated
     assert stored == expected
     summaries = [json.loads((d / "summary.json").read_text()) for d in (resumed, reference)]
-    assert [{k: v for k, v in s.items() if k != "wall_s"} for s in summaries][0] == {
-        k: v for k, v in summaries[1].items() if k != "wall_s"
+    clocks = ("wall_s", "cpu_seconds")
+    assert [{k: v for k, v in s.items() if k not in clocks} for s in summaries][0] == {
+        k: v for k, v in summaries[1].items() if k not in clocks
     }
+    assert summaries[0]["ledger"]["warm_start_check_steps"] > 0  # kept from the killed part's checkpoint
+    assert summaries[0]["cpu_seconds"] > 0  # the killed part's CPU carried on, not unknown
     assert sorted(p.name for p in (resumed / "checkpoints").iterdir()) == [
         "iteration_00002",
         "iteration_00004",

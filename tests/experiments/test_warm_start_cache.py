@@ -11,7 +11,9 @@ import torch
 import experiments.build as build_module
 from experiments.config import WarmStartConfig
 from experiments.warm_start_cache import (
+    CHECKS,
     WEIGHTS,
+    load_check_steps,
     load_warm_start,
     save_warm_start,
     warm_start_inputs,
@@ -57,8 +59,9 @@ def small_model(seed: int) -> torch.nn.Module:
 def test_round_trip_gives_the_same_tensors(tmp_path):
     saved = small_model(0)
     assert load_warm_start(tmp_path, inputs(), small_model(1)) is None  # nothing cached yet
-    folder = save_warm_start(tmp_path, inputs(), saved)
-    assert sorted(p.name for p in folder.iterdir()) == ["inputs.json", WEIGHTS]  # no temporary left behind
+    folder = save_warm_start(tmp_path, inputs(), saved, check_steps=37)
+    assert sorted(p.name for p in folder.iterdir()) == [CHECKS, "inputs.json", WEIGHTS]  # no temporary left behind
+    assert load_check_steps(folder) == 37
     loaded = small_model(1)
     assert load_warm_start(tmp_path, inputs(), loaded) == folder
     for (name, a), (_, b) in zip(saved.state_dict().items(), loaded.state_dict().items(), strict=True):
@@ -67,12 +70,23 @@ def test_round_trip_gives_the_same_tensors(tmp_path):
 
 
 def test_corrupted_or_mismatched_weights_are_refused(tmp_path):
-    folder = save_warm_start(tmp_path, inputs(), small_model(0))
+    folder = save_warm_start(tmp_path, inputs(), small_model(0), check_steps=0)
     with pytest.raises(ValueError, match="does not fit|cannot be loaded"):
         load_warm_start(tmp_path, inputs(), torch.nn.Linear(3, 4))
     (folder / WEIGHTS).write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match=f"{WEIGHTS}.*cannot be loaded.*delete"):
         load_warm_start(tmp_path, inputs(), small_model(1))
+
+
+def test_check_steps_of_an_older_folder_are_unknown_and_a_bad_record_is_refused(tmp_path):
+    folder = save_warm_start(tmp_path, inputs(), small_model(0), check_steps=0)
+    assert load_check_steps(folder) == 0  # zero is a count, not a missing one
+    (folder / CHECKS).unlink()  # as a folder saved before the count was kept
+    assert load_check_steps(folder) is None
+    for text in ("{not json", '{"steps": 3}', '{"check_steps": -1}', '{"check_steps": 2.5}', "[]"):
+        (folder / CHECKS).write_text(text)
+        with pytest.raises(ValueError, match=f"{CHECKS}"):
+            load_check_steps(folder)
 
 
 @pytest.mark.slow
