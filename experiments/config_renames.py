@@ -47,8 +47,10 @@ def added_keys() -> dict[str, dict[str, Any]]:
     """group -> keys added since, with the value that reproduces what a run recorded without them did
     (a record without ``world_model.name`` was written when the latent model was the only one; one
     without ``world_model.disagreement`` pooled the disagreement by its mean, so resuming it under
-    today's default is reported as a difference: pass ``world_model.disagreement=mean``)."""
-    return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean"}}
+    today's default is reported as a difference: pass ``world_model.disagreement=mean``; one without
+    ``world_model.ordinal_numbers`` had plain word embeddings)."""
+    return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean",
+                            "ordinal_numbers": False}}
 
 
 def added_section_keys() -> dict[str, dict[str, dict[str, Any]]]:

@@ -58,7 +58,7 @@ def member_memory(
     slots = member_linear(repeat(latent, "b d -> k b d", k=members), to_slots)  # (K, B, M d)
     slots = rearrange(slots, "k b (m d) -> k b m d", m=config.latent_slots)  # (K, B, M, d)
     slots = slots + torch.stack([d.slot_positions for d in decoders])[:, None]  # (K, B, M, d)
-    tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
+    tokens = torch.stack([d.token_table() for d in decoders])  # (K, V, d)
     width = query_ids.shape[1]
     query_positions = torch.stack([d.query_positions.weight[:width] for d in decoders])  # (K, A, d)
     query = tokens[:, query_ids] + query_positions[:, None]  # (K, B, A, d)
@@ -130,7 +130,7 @@ def _first_self_attention(
     width, heads = text_ids.shape[1], decoders[0].config.num_heads
     distinct, inverse = torch.unique(torch.cat([text_ids, scored.long()], dim=1), dim=0, return_inverse=True)
     own = Packing(distinct[:, width:].bool())  # the distinct rows' scored positions
-    tokens = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
+    tokens = torch.stack([d.token_table() for d in decoders])  # (K, V, d)
     positions = torch.stack([d.text_positions.weight[:width] for d in decoders])  # (K, S, d)
     x = own.pack(tokens[:, distinct[:, :width]] + positions[:, None])  # (K, P_u, d)
     x = _self_attention(x, layer, own, heads)  # (K, P_u, d)

@@ -175,7 +175,7 @@ class CachedEnsembleDecoder:
         self.head_size = config.model_size // heads
         self.max_positions = max_positions
         self.position = 0  # text positions fed so far
-        self.token_table = torch.stack([d.tokens.weight for d in decoders])  # (K, V, d)
+        self.token_table = torch.stack([d.token_table() for d in decoders])  # (K, V, d)
         self.position_table = torch.stack([d.text_positions.weight for d in decoders])  # (K, P, d)
         self.final_eps = decoders[0].norm.eps
         self.out = stack_linear(

@@ -99,6 +99,11 @@ class WorldModelOptions:
     tokens the members agree on leave unchanged, so the same scale on short and long observations),
     ``max`` (its largest token) or ``mean`` (the mean per token, the older score, which shrinks on
     long observations); see ``world_model.disagreement_score``."""
+    ordinal_numbers: bool = False
+    """Give every word that is an integer a learned ordinal component on top of its own embedding (a
+    thermometer code: the sum of learned steps of all values up to its own, so "n > g" is linear), in
+    the encoder and in every decoder (``world_model.ordinal``); False: unrelated word embeddings.
+    The latent model only (the LM world model reads sub-word tokens)."""
 
     def __post_init__(self) -> None:
         if self.disagreement not in ("max", "mean", "sum"):
@@ -113,7 +118,8 @@ class WorldModelOptions:
             self.decoder = DecoderSection(**self.decoder)
         for name in ("latent_size", "num_members", "head_hidden"):
             check_int(f"world_model.{name}", getattr(self, name), 1)
-        if not isinstance(self.bootstrap, bool):
-            raise ValueError(f"world_model.bootstrap must be true or false, got {self.bootstrap!r}")
+        for name in ("bootstrap", "ordinal_numbers"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"world_model.{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("max_observation_words", "max_action_words"):
             check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)

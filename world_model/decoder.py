@@ -32,6 +32,7 @@ grids its learned output positions play the part of a per-position decoder.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import torch
@@ -40,6 +41,7 @@ from einops import rearrange
 from torch import nn
 
 from world_model.aligned_copy import add_copy_bonus, aligned_words
+from world_model.ordinal import OrdinalEmbedding, token_table
 
 SWITCHES = ("copy_observation", "aligned_copy")
 """The decoder's on/off options (the other fields are sizes)."""
@@ -122,9 +124,13 @@ def check_previous(
 
 
 class ObservationDecoder(nn.Module):
-    """Latent + query -> next-token logits over a text row (see the module docstring)."""
+    """Latent + query -> next-token logits over a text row (see the module docstring).
 
-    def __init__(self, config: DecoderConfig) -> None:
+    ``integer_values`` (per token id, the integer the word spells or None) adds the ordinal number
+    component to the token embeddings (``world_model.ordinal``); None: plain word embeddings.
+    """
+
+    def __init__(self, config: DecoderConfig, integer_values: Sequence[int | None] | None = None) -> None:
         super().__init__()
         self.config = config
         size = config.model_size
@@ -144,6 +150,13 @@ class ObservationDecoder(nn.Module):
             self.copy_segment = nn.Parameter(torch.randn(size))
         if config.aligned_copy:  # after the copy path's weights, so those are drawn as without this
             self.copy_gate = nn.Linear(size, 1)
+        # Last, and drawing nothing (its steps start at zero): the weights above are as without it.
+        self.ordinal = None if integer_values is None else OrdinalEmbedding(integer_values, size)
+
+    def token_table(self) -> torch.Tensor:
+        """The effective ``(V, d)`` token embeddings, what every decoding path embeds words with (this
+        forward, ``batched_members`` and ``cached_decoding``): ``tokens`` plus the ordinal component."""
+        return token_table(self.tokens, self.ordinal)  # (V, d)
 
     def memory(
         self,
@@ -165,7 +178,8 @@ class ObservationDecoder(nn.Module):
         slots = rearrange(self.to_slots(latent), "b (m d) -> b m d", m=self.config.latent_slots)  # (B, M, d)
         slots = slots + self.slot_positions  # (B, M, d)
         positions = torch.arange(query_ids.shape[1], device=query_ids.device)  # (A,)
-        query = self.tokens(query_ids) + self.query_positions(positions)  # (B, A, d)
+        table = self.token_table()  # (V, d)
+        query = F.embedding(query_ids, table) + self.query_positions(positions)  # (B, A, d)
         memory = torch.cat([slots, query], dim=1)  # (B, M + A, d)
         blocked = torch.cat(
             [torch.zeros_like(slots[..., 0], dtype=torch.bool), query_mask == 0], dim=1
@@ -173,7 +187,7 @@ class ObservationDecoder(nn.Module):
         if previous_ids is None:
             return memory, blocked
         positions = torch.arange(previous_ids.shape[1], device=previous_ids.device)  # (O,)
-        copied = self.tokens(previous_ids) + self.copy_positions(positions) + self.copy_segment  # (B, O, d)
+        copied = F.embedding(previous_ids, table) + self.copy_positions(positions) + self.copy_segment  # (B, O, d)
         return torch.cat([memory, copied], dim=1), torch.cat([blocked, previous_mask == 0], dim=1)  # (B, T + O, .)
 
     def forward(
@@ -198,7 +212,7 @@ class ObservationDecoder(nn.Module):
             )
         memory, blocked = self.memory(latent, query_ids, query_mask, previous_ids, previous_mask)  # (B, T, d), (B, T)
         positions = torch.arange(width, device=text_ids.device)  # (S,)
-        x = self.tokens(text_ids) + self.text_positions(positions)  # (B, S, d)
+        x = F.embedding(text_ids, self.token_table()) + self.text_positions(positions)  # (B, S, d)
         x = self.blocks(
             x, memory, tgt_mask=causal_mask(width, text_ids.device), memory_key_padding_mask=blocked
         )

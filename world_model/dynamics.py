@@ -54,10 +54,15 @@ class GeneratedText:
 class EnsembleDynamics(nn.Module):
     """K observation decoders and K outcome heads over one shared latent."""
 
-    def __init__(self, config: DecoderConfig, num_members: int, head_hidden: int) -> None:
+    def __init__(
+        self, config: DecoderConfig, num_members: int, head_hidden: int,
+        integer_values: Sequence[int | None] | None = None,
+    ) -> None:
+        """``integer_values``: per token id, the integer the word spells (or None), to give every
+        member's token embeddings the ordinal number component; None: plain word embeddings."""
         super().__init__()
         self.config = config
-        self.decoders = nn.ModuleList(ObservationDecoder(config) for _ in range(num_members))
+        self.decoders = nn.ModuleList(ObservationDecoder(config, integer_values) for _ in range(num_members))
         self.heads = nn.ModuleList(OutcomeHeads(config.latent_size, head_hidden) for _ in range(num_members))
 
     @property

@@ -24,12 +24,15 @@ and ``step`` turn by turn agrees with ``encode`` on the whole history.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
 from einops import rearrange, reduce
 from torch import nn
+
+from world_model.ordinal import OrdinalEmbedding, token_table
 
 
 @dataclass
@@ -64,9 +67,13 @@ class EncoderConfig:
 
 
 class TurnEmbedder(nn.Module):
-    """``(B, T)`` ids and mask -> ``(B, F)`` row features (see the module docstring)."""
+    """``(B, T)`` ids and mask -> ``(B, F)`` row features (see the module docstring).
 
-    def __init__(self, config: EncoderConfig) -> None:
+    ``integer_values`` (per token id, the integer the word spells or None) turns on the ordinal
+    number component of the embeddings (``world_model.ordinal``); None: plain word embeddings.
+    """
+
+    def __init__(self, config: EncoderConfig, integer_values: Sequence[int | None] | None = None) -> None:
         super().__init__()
         self.max_tokens = config.max_tokens
         self.tokens = nn.Embedding(config.vocab_size, config.embed_size)
@@ -82,6 +89,7 @@ class TurnEmbedder(nn.Module):
         self.from_readout = nn.Linear(config.max_tokens * config.readout_channels, config.feature_size)
         self.from_mean = nn.Linear(config.embed_size, config.feature_size)
         self.out_norm = nn.LayerNorm(config.feature_size)
+        self.ordinal = None if integer_values is None else OrdinalEmbedding(integer_values, config.embed_size)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         width = ids.shape[1]
@@ -89,7 +97,8 @@ class TurnEmbedder(nn.Module):
             raise ValueError(f"rows of {width} tokens exceed the encoder's max_tokens ({self.max_tokens})")
         keep = rearrange(mask.to(self.tokens.weight.dtype), "b t -> b t 1")  # (B, T, 1)
         positions = torch.arange(width, device=ids.device)  # (T,)
-        x = (self.tokens(ids) + self.positions(positions)) * keep  # (B, T, E)
+        words = F.embedding(ids, token_table(self.tokens, self.ordinal))  # (B, T, E)
+        x = (words + self.positions(positions)) * keep  # (B, T, E)
         for norm, conv in zip(self.norms, self.convs, strict=True):
             h = conv(rearrange(norm(x) * keep, "b t e -> b e t"))  # (B, E, T); padding enters as zeros
             x = (x + F.gelu(rearrange(h, "b e t -> b t e"))) * keep  # (B, T, E)
@@ -101,12 +110,13 @@ class TurnEmbedder(nn.Module):
 
 
 class LatentStateEncoder(nn.Module):
-    """History -> latent ``(B, D)``; batched, with ragged histories (see the module docstring)."""
+    """History -> latent ``(B, D)``; batched, with ragged histories (see the module docstring).
+    ``integer_values``: see ``TurnEmbedder``."""
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, integer_values: Sequence[int | None] | None = None) -> None:
         super().__init__()
         self.config = config
-        self.embed = TurnEmbedder(config)
+        self.embed = TurnEmbedder(config, integer_values)
         self.core = nn.GRUCell(config.feature_size, config.latent_size)
 
     @property

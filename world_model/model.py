@@ -89,6 +89,10 @@ class WorldModelConfig:
     value, whose scale does not
     depend on the observation's length; ``"mean"``, the mean per token (the older score, which
     shrinks on long observations). See ``world_model.disagreement_score``."""
+    ordinal_numbers: bool = False
+    """Add a learned ordinal (thermometer) component to the embedding of every word that is an integer,
+    in the encoder and in every decoder (``world_model.ordinal``); False: plain word embeddings. A
+    config.json saved before the option existed has no such key and loads as False."""
 
     def __post_init__(self) -> None:
         if isinstance(self.encoder, dict):
@@ -99,8 +103,9 @@ class WorldModelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"WorldModelConfig.{name} must be an integer >= 1, got {value!r}")
-        if not isinstance(self.bootstrap, bool):
-            raise ValueError(f"WorldModelConfig.bootstrap must be true or false, got {self.bootstrap!r}")
+        for name in ("bootstrap", "ordinal_numbers"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"WorldModelConfig.{name} must be true or false, got {getattr(self, name)!r}")
         check_score(self.disagreement, "WorldModelConfig.disagreement")
         for name in ("reconstruction_weight", "reward_weight", "done_weight"):
             value = getattr(self, name)
@@ -168,6 +173,7 @@ class WorldModelConfig:
             head_hidden=options.head_hidden,
             bootstrap=options.bootstrap,
             disagreement=options.disagreement,
+            ordinal_numbers=options.ordinal_numbers,
             encoder=asdict(options.encoder),
             decoder=asdict(options.decoder),
         )
@@ -190,10 +196,11 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         tokenizer.check_matches(config.encoder.vocab_size, config.limits, "WorldModelConfig")
         self.config = config
         self.tokenizer = tokenizer
+        values = tokenizer.integer_values() if config.ordinal_numbers else None  # per id: its integer or None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.encoder = LatentStateEncoder(config.encoder)
-            self.dynamics = EnsembleDynamics(config.decoder, config.num_members, config.head_hidden)
+            self.encoder = LatentStateEncoder(config.encoder, values)
+            self.dynamics = EnsembleDynamics(config.decoder, config.num_members, config.head_hidden, values)
 
     @property
     def device(self) -> torch.device:

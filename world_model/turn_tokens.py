@@ -31,6 +31,7 @@ from transformers import PreTrainedTokenizerFast
 
 from envs.frozen_lake import DEFAULT_MAP
 from envs.tokenizer import NEWLINE, build_word_tokenizer
+from world_model.ordinal import integer_value
 
 OBS, ACT, RES, LOOK = "<obs>", "<act>", "<res>", "<look>"
 MARKERS = (OBS, ACT, RES, LOOK)
@@ -189,6 +190,12 @@ class TurnTokenizer:
             raise ValueError(f"the tokenizer has {len(self)} ids but {owner}.encoder.vocab_size is {vocab_size}")
         if self.limits != limits:
             raise ValueError(f"the tokenizer's caps {self.limits} differ from the config's {limits}")
+
+    def integer_values(self) -> list[int | None]:
+        """Per token id, the integer its word spells (``"7"`` -> 7), None for every other word and
+        for the special tokens: a function of the vocabulary alone (``world_model.ordinal``)."""
+        words = self.tokenizer.convert_ids_to_tokens(list(range(len(self))))
+        return [integer_value(w) for w in words]
 
     def save(self, folder: str | Path) -> None:
         self.tokenizer.save_pretrained(str(Path(folder) / self.TOKENIZER_FOLDER))

@@ -31,7 +31,8 @@ from experiments.benchmarks.world_model.run import (
 )
 from world_model.lm import LMOptions
 
-ABLATIONS = {"copy_observation": ["latent", "copy"], "aligned_copy": ["copy", "edit"]}
+ABLATIONS = {"copy_observation": ["latent", "copy"], "aligned_copy": ["copy", "edit"],
+             "ordinal_numbers": ["latent", "ordinal"]}
 """Per ablation, the models (off, on) it fits side by side."""
 QUICK = {"sizes": [30, 60], "steps": [2], "eval_transitions": 30, "shift_size": 30, "shift_steps": 2,
          "batch_size": 8, "latent_size": 32, "members": 2}
@@ -63,7 +64,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--members", type=int, default=None, help=f"ensemble members (default {FULL['members']})")
     p.add_argument("--models", nargs="+", default=["latent"], choices=list(MODELS),
                    help="world models to fit and score on the same data, row by row (copy: the latent model "
-                   "with world_model.decoder.copy_observation; edit: copy with world_model.decoder.aligned_copy)")
+                   "with world_model.decoder.copy_observation; edit: copy with world_model.decoder.aligned_copy; "
+                   "ordinal: latent with world_model.ordinal_numbers)")
     p.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
                    help="fit the latent model with the option off and on (same data, budget and seed) and print "
                    "one row each in an ablation table; replaces --models")

@@ -18,11 +18,15 @@ from world_model.model import WorldModel, WorldModelConfig
 from world_model.protocol import WorldModelLike, WorldStateLike
 from world_model.turn_tokens import TurnTokenizer
 
-MODELS = ("latent", "copy", "edit", "lm")
+MODELS = ("latent", "copy", "edit", "ordinal", "lm")
 """``copy`` is the latent model with the decoder's copy path (``world_model.decoder.copy_observation``);
-``edit`` adds decoding as an edit of the observation acted in (``world_model.decoder.aligned_copy``)."""
-DECODERS = {"latent": {}, "copy": {"copy_observation": True}, "edit": {"copy_observation": True, "aligned_copy": True}}
+``edit`` adds decoding as an edit of the observation acted in (``world_model.decoder.aligned_copy``);
+``ordinal`` is the latent model with ordinal number embeddings (``world_model.ordinal_numbers``)."""
+DECODERS = {"latent": {}, "copy": {"copy_observation": True}, "edit": {"copy_observation": True, "aligned_copy": True},
+            "ordinal": {}}
 """The decoder options of each latent model."""
+OPTIONS = {"ordinal": {"ordinal_numbers": True}}
+"""The model-level options of a latent model, beside its decoder's (none: the defaults)."""
 
 
 def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
@@ -33,7 +37,7 @@ def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
     if kind in DECODERS:
         config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members, bootstrap=bootstrap,
-                                                decoder=DECODERS[kind])
+                                                decoder=DECODERS[kind], **OPTIONS.get(kind, {}))
         return WorldModel(config, tk, seed=seed)
     if kind == "lm":
         config = LMWorldModelConfig(lm_options or LMOptions(), tk.limits.observation, tk.limits.action, len(tk),

@@ -139,13 +139,13 @@ def format_ablation(result: Result, name: str, off: str = "latent", on: str = "c
     """One row per (env, model) of the learning-curve fits: the ablation's ``off`` and ``on`` models."""
     cols = " ".join(f"{h:>{w}}" for _, h, w, _ in _ABLATION)
     lines = ["", f"== ablation: {name} ({off} = off, {on} = on) ==",
-             f"{'env':<21} {'model':<6} {'train':>6} {'steps':>6} {'s/step':>6} {'cpu/st':>6} {cols}"]
+             f"{'env':<21} {'model':<7} {'train':>6} {'steps':>6} {'s/step':>6} {'cpu/st':>6} {cols}"]
     for r in result.rows:
         if r.shift:
             continue
         values = " ".join(_num(r.get(key), w, d) for key, _, w, d in _ABLATION)
         cpu = r.fit_cpu_s / r.steps if r.steps else math.nan
-        lines.append(f"{r.env:<21} {r.model:<6} {r.transitions:>6d} {r.steps:>6d} {r.fit_s_per_step:>6.3f} "
+        lines.append(f"{r.env:<21} {r.model:<7} {r.transitions:>6d} {r.steps:>6d} {r.fit_s_per_step:>6.3f} "
                      f"{cpu:>6.3f} {values}")
     return "\n".join(lines)
 
