@@ -56,6 +56,12 @@ def test_out_of_range_value_fails_naming_the_key():
         validate(compose_train(["trainer.group_size=0"]))
 
 
+def test_a_switch_that_is_not_a_bool_fails_naming_it():
+    with pytest.raises((ConfigCompositionException, ValidationError)) as info:
+        compose_train(["world_model.ordinal_numbers=maybe"])
+    assert "ordinal_numbers" in str(info.value.__cause__ or info.value)
+
+
 def test_unknown_algorithm_name_fails():
     with pytest.raises(ValueError, match="algo.name"):
         validate(compose_train(["algo.name=reinforce"]))
@@ -132,6 +138,7 @@ def test_a_checkpoints_flat_config_record_upgrades_to_the_nested_one():
     current = config_record(validate(compose_train(["critic=latent", "world_model.disagreement=mean"])))
     assert config_differences(upgrade_record(old), current) == []
     assert upgrade_record(upgrade_record(old)) == upgrade_record(old) == current
+    assert upgrade_record(old)["world_model"]["ordinal_numbers"] is False  # plain word embeddings then
     changed = {**old, "critic": {**old["critic"], "latent_embed_size": 16}}
     assert config_differences(upgrade_record(changed), current) == ["critic.latent.embed_size"]
 
@@ -146,10 +153,11 @@ def test_every_section_field_reaches_the_model_config():
         "world_model.encoder.embed_size=12", "world_model.encoder.feature_size=14", "world_model.encoder.conv_layers=1",
         "world_model.decoder.model_size=18", "world_model.decoder.num_layers=3", "world_model.decoder.num_heads=3",
         "world_model.decoder.latent_slots=5", "world_model.decoder.copy_observation=true",
+        "world_model.ordinal_numbers=true",
         "critic.latent.latent_size=10", "critic.latent.embed_size=6", "critic.latent.feature_size=7", "critic.latent.conv_layers=3", "critic.latent.head_hidden_size=0"]))
     tokenizer = TurnTokenizer.build(["guess", "higher", "lower"], default_token_limits("hidden_number", {}))
     assert WorldModelConfig.from_options(tokenizer, run.world_model) == WorldModelConfig.for_tokenizer(
-        tokenizer, latent_size=24, num_members=3, head_hidden=20,
+        tokenizer, latent_size=24, num_members=3, head_hidden=20, ordinal_numbers=True,
         encoder={"embed_size": 12, "feature_size": 14, "conv_layers": 1},
         decoder={"model_size": 18, "num_layers": 3, "num_heads": 3, "latent_slots": 5, "copy_observation": True})
     assert LatentCriticConfig.from_section(tokenizer, run.critic.latent) == LatentCriticConfig.for_tokenizer(

@@ -216,6 +216,9 @@ def test_the_copy_ablation_fits_both_arms_on_the_same_data(capsys):
     assert build("copy", "frozen_lake", latent_size=16, members=2, seed=0).config.decoder.copy_observation
     edit = build("edit", "frozen_lake", latent_size=16, members=2, seed=0).config.decoder
     assert edit.copy_observation and edit.aligned_copy
+    ordinal = build("ordinal", "hidden_number", latent_size=16, members=2, seed=0).config
+    assert ordinal.ordinal_numbers and not ordinal.decoder.copy_observation
+    assert not build("latent", "hidden_number", latent_size=16, members=2, seed=0).config.ordinal_numbers
     result = bench.run(("frozen_lake",), (8,), (1,), eval_transitions=3, shift=None, batch_size=2, latent_size=16,
                        members=2, models=("latent", "copy"))
     assert [(r.model, r.transitions, r.steps, r.eval_transitions) for r in result.rows] == [

@@ -164,5 +164,6 @@ percentile of the step's disagreement. revisits / rv_match: next observations th
 episode had already shown, and the greedy exact match on those. data: mixed = random and expert
 episodes; rand>exp = fitted on random-agent episodes only, scored on expert episodes. model: latent
 (history latent), copy (the latent model whose decoder also reads the observation acted in,
-world_model.decoder.copy_observation) or lm (causal LMs over the text history); s/step: fit wall seconds per optimiser step;
+world_model.decoder.copy_observation), edit (copy with world_model.decoder.aligned_copy),
+ordinal (latent with world_model.ordinal_numbers) or lm (causal LMs over the text history); s/step: fit wall seconds per optimiser step;
 img/s: imagined (sampled) steps per wall second over the held-out states, in batches of 64."""
