@@ -14,6 +14,10 @@ it from the compressed latent. It stays O(1) per turn: one observation is at mos
 ``aligned_copy`` makes "the same word as at this place before" the starting guess of every
 position (``world_model/aligned_copy.py``).
 
+Every word the decoder embeds (query, copy memory, its own text) is looked up in ``token_table``:
+the learned token embeddings, plus, with ``ordinal_numbers``, the ordinal component of number words
+(``world_model.ordinal``). The batched and cached paths read the same table.
+
 A small causal Transformer decoder writes the observation word by word. It cross-attends to a
 memory of ``latent_slots`` vectors cut from a projection of the latent, plus the embedded query
 words. Slots rather than one vector let each output position read its own part of the latent (a

@@ -3,7 +3,8 @@
 Two parts:
 
 - ``TurnEmbedder`` reads one token row (an observation row or a turn row, see ``turn_tokens``)
-  into a feature vector. Tokens get a learned embedding plus a learned absolute position
+  into a feature vector. Tokens get a learned embedding (with ``ordinal_numbers``, plus an ordinal
+  component for number words, ``world_model.ordinal``) plus a learned absolute position
   embedding, then residual 1-D convolutions give each position its neighbours (``guess 8 :``
   before ``higher``; a grid cell's left and right cells). The row is then read out twice: a
   *positional readout* projects every position to a few channels and flattens them in order, so
