@@ -15,6 +15,7 @@ from tests.world_model.test_copy_observation import (
     CONFIG,
     SYMBOLS,
     assert_generation_agrees_with_and_without_cache,
+    assert_saved_and_loaded_alike,
     decoder_inputs,
     edit_trajectories,
     fit_and_match,
@@ -122,23 +123,11 @@ def test_a_tiny_fit_with_aligned_copy_gets_copy_plus_edit_right():
 
 
 def test_saved_models_without_the_field_load_as_off(hn_tokenizer, hn_trajectories, tmp_path):
-    import json
-
     from tests.world_model.conftest import tiny_model
-    from world_model import WorldModel
 
     decoder = {"model_size": 16, "num_layers": 1, "num_heads": 2, "latent_slots": 4, "copy_observation": True}
     for aligned in (True, False):
-        folder = tmp_path / str(aligned)
         model = tiny_model(hn_tokenizer, decoder={**decoder, "aligned_copy": aligned}).eval()
-        model.save_pretrained(folder)
-        if not aligned:  # a config.json written before the option existed
-            config = json.loads((folder / "config.json").read_text())
-            del config["decoder"]["aligned_copy"]
-            (folder / "config.json").write_text(json.dumps(config))
-        loaded = WorldModel.from_pretrained(folder)
+        loaded = assert_saved_and_loaded_alike(model, tmp_path / str(aligned), hn_trajectories,
+                                               None if aligned else "aligned_copy")
         assert loaded.config.decoder.aligned_copy == aligned
-        turns = [t.turns[0] for t in hn_trajectories[:4]]
-        state = model.initial_state([u.observation for u in turns])
-        actions, outcomes = [u.action for u in turns], [u.next_observation for u in turns]
-        assert torch.equal(loaded.disagreement(state, actions, outcomes), model.disagreement(state, actions, outcomes))

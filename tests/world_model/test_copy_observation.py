@@ -225,22 +225,30 @@ def test_copy_path_learns_copy_plus_edit_faster_than_the_latent_alone():
 # --- saved models ----------------------------------------------------------------------------------
 
 
-def test_saved_models_load_with_and_without_the_new_field(hn_tokenizer, hn_trajectories, tmp_path):
+def assert_saved_and_loaded_alike(model, folder, trajectories, dropped_field: str | None = None):
+    """Save ``model``, optionally delete ``decoder.<dropped_field>`` from its ``config.json`` (a file
+    written before that option existed), load it back and check it scores turns exactly as before.
+    Returns the loaded model."""
     import json
 
     from world_model import WorldModel
 
-    turns = [t.turns[0] for t in hn_trajectories[:4]]
+    model.save_pretrained(folder)
+    if dropped_field is not None:
+        config = json.loads((folder / "config.json").read_text())
+        del config["decoder"][dropped_field]
+        (folder / "config.json").write_text(json.dumps(config))
+    loaded = WorldModel.from_pretrained(folder)
+    turns = [t.turns[0] for t in trajectories[:4]]
+    state = model.initial_state([u.observation for u in turns])
     actions, outcomes = [u.action for u in turns], [u.next_observation for u in turns]
+    assert torch.equal(loaded.disagreement(state, actions, outcomes), model.disagreement(state, actions, outcomes))
+    return loaded
+
+
+def test_saved_models_load_with_and_without_the_new_field(hn_tokenizer, hn_trajectories, tmp_path):
     for copying in (True, False):
-        folder = tmp_path / str(copying)
         model = (copy_model(hn_tokenizer) if copying else tiny_model(hn_tokenizer)).eval()
-        model.save_pretrained(folder)
-        if not copying:  # a config.json written before the option existed
-            config = json.loads((folder / "config.json").read_text())
-            del config["decoder"]["copy_observation"]
-            (folder / "config.json").write_text(json.dumps(config))
-        loaded = WorldModel.from_pretrained(folder)
+        loaded = assert_saved_and_loaded_alike(model, tmp_path / str(copying), hn_trajectories,
+                                               None if copying else "copy_observation")
         assert loaded.config.decoder.copy_observation == copying
-        state = model.initial_state([u.observation for u in turns])
-        assert torch.equal(loaded.disagreement(state, actions, outcomes), model.disagreement(state, actions, outcomes))
