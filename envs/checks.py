@@ -32,6 +32,12 @@ def check_float(key: str, value: Any, minimum: float, maximum: float | None = No
         raise ValueError(f"{key} must be a number {bound}{' or null' if optional else ''}, got {value!r}")
 
 
+def check_bool(key: str, value: Any) -> None:
+    """``value`` is a bool (a switch: true or false, not 0 / 1 or a string)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, got {value!r}")
+
+
 def check_choice(key: str, value: Any, choices: Sequence[Any]) -> None:
     """``value`` is one of ``choices``."""
     if value not in choices:

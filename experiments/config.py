@@ -18,7 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from critic.config import CriticConfig
-from envs.checks import check_int
+from envs.checks import check_bool, check_int
 from envs.config import EnvConfig
 from imagination.config import ImaginationConfig
 from policy.advantages.config import AlgoConfig
@@ -135,8 +135,7 @@ class TrainerConfig:
     """Behaviour-cloning warm start."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.compile, bool):  # Hydra checks the type; this guards direct construction
-            raise ValueError(f"trainer.compile must be true or false, got {self.compile!r}")
+        check_bool("trainer.compile", self.compile)  # Hydra checks the type; this guards direct construction
         for name in ("iterations", "groups_per_iteration", "group_size", "eval_every", "eval_episodes", "devices",
                      "num_nodes"):
             if getattr(self, name) < 1:

@@ -209,7 +209,6 @@ def member_logits_at(
                           valid)  # (K, P, V)
 
 
-
 def member_outcome(heads: Sequence[torch.nn.Module], latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Every member's ``OutcomeHeads`` at once: ``(B, D)`` latent -> ``(K, B)`` rewards, ``(K, B)`` done logits."""
     trunk = stack_linear([h.trunk[0].weight for h in heads], [h.trunk[0].bias for h in heads])  # (K, D, H)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envs.checks import check_int
+from envs.checks import check_bool, check_int
 from world_model.lm.config import LMOptions
 
 
@@ -54,8 +54,7 @@ class DecoderSection:
         for name in ("model_size", "num_layers", "num_heads", "latent_slots"):
             check_int(f"world_model.decoder.{name}", getattr(self, name), 1)
         for name in ("copy_observation", "aligned_copy"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"world_model.decoder.{name} must be true or false, got {getattr(self, name)!r}")
+            check_bool(f"world_model.decoder.{name}", getattr(self, name))
         if self.aligned_copy and not self.copy_observation:
             raise ValueError("world_model.decoder.aligned_copy needs world_model.decoder.copy_observation=true "
                              "(it reads the observation acted in)")
@@ -119,7 +118,6 @@ class WorldModelOptions:
         for name in ("latent_size", "num_members", "head_hidden"):
             check_int(f"world_model.{name}", getattr(self, name), 1)
         for name in ("bootstrap", "ordinal_numbers"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"world_model.{name} must be true or false, got {getattr(self, name)!r}")
+            check_bool(f"world_model.{name}", getattr(self, name))
         for name in ("max_observation_words", "max_action_words"):
             check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)

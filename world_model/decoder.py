@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from envs.checks import check_bool
 from world_model.aligned_copy import add_copy_bonus, aligned_words
 from world_model.ordinal import OrdinalEmbedding, token_table
 
@@ -79,8 +80,7 @@ class DecoderConfig:
 
     def __post_init__(self) -> None:
         for name in SWITCHES:
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"DecoderConfig.{name} must be true or false, got {getattr(self, name)!r}")
+            check_bool(f"DecoderConfig.{name}", getattr(self, name))
         if self.aligned_copy and not self.copy_observation:
             raise ValueError("DecoderConfig.aligned_copy needs copy_observation: it reads the observation acted in")
         for f in fields(self):

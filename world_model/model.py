@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
+from envs.checks import check_bool
 from envs.trajectory import Trajectory
 from world_model.batch import WorldModelBatch, build_training_batch
 from world_model.bootstrap import bootstrap_counts, weighted_mean
@@ -104,8 +105,7 @@ class WorldModelConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"WorldModelConfig.{name} must be an integer >= 1, got {value!r}")
         for name in ("bootstrap", "ordinal_numbers"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"WorldModelConfig.{name} must be true or false, got {getattr(self, name)!r}")
+            check_bool(f"WorldModelConfig.{name}", getattr(self, name))
         check_score(self.disagreement, "WorldModelConfig.disagreement")
         for name in ("reconstruction_weight", "reward_weight", "done_weight"):
             value = getattr(self, name)

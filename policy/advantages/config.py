@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from envs.checks import check_bool
 from policy.learner import PPOConfig
 
 FUSED_GROUP_PARENTS = ("grpo", "drgrpo", "gigpo", "hgpo")
@@ -88,11 +89,7 @@ class CounterfactualConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"algo.counterfactual.{name} must be an integer >= {low}, got {value!r}")
-        if not isinstance(self.siblings_in_gradient, bool):
-            raise ValueError(
-                f"algo.counterfactual.siblings_in_gradient must be true or false, got "
-                f"{self.siblings_in_gradient!r}"
-            )
+        check_bool("algo.counterfactual.siblings_in_gradient", self.siblings_in_gradient)
         threshold = self.fallback_uncertainty
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 0
