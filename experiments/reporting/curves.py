@@ -122,6 +122,16 @@ def steps_to_held_target(points: Curve, target: float, hold: int = HOLD_MARKS) -
     return None
 
 
+def held_target_bound(points: Curve, target: float, hold: int = HOLD_MARKS) -> float | None:
+    """A lower bound on the steps to a held ``target`` of a run that did not hold it
+    (``steps_to_held_target`` is None): the first of its last ``hold`` grid points, the earliest
+    crossing that more marks could still confirm (every earlier one was checked and did not hold).
+    None for a run that held it, or an empty curve."""
+    if not points or steps_to_held_target(points, target, hold) is not None:
+        return None
+    return points[max(0, len(points) - hold)][0]
+
+
 def t_quantile(p: float, df: int) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on its CDF,
     integrated with Simpson's rule; exact to about 1e-6 for the small ``df`` of a few seeds)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.reporting.curves import (
+    held_target_bound,
     mark_curve,
     mean_and_std,
     steps_to_held_target,
@@ -110,6 +111,20 @@ def run_steps_to_target(run: Run, target: float, marks: float | None) -> float |
     evaluations) from which success stays at or above ``target`` for the next two marks."""
     points = mark_curve(run.curve, marks) if marks else run.curve
     return steps_to_held_target(points, target)
+
+
+def steps_lower_bound(runs: Sequence[Run], target: float, marks: float | None) -> float | None:
+    """A lower bound on a configuration's mean real steps to ``target`` when some of its seeds never
+    held it: each such seed counted at ``held_target_bound`` (the earliest mark from which it still
+    could), the others at their steps. None when no run counts."""
+    counted = [r for r in runs if r.status != "failed"]
+    values = []
+    for run in counted:
+        points = mark_curve(run.curve, marks) if marks else run.curve
+        steps = steps_to_held_target(points, target)
+        values.append(steps if steps is not None else held_target_bound(points, target))
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
 
 
 def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,

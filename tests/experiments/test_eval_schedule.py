@@ -4,9 +4,12 @@ curves: marks crossed by an iteration, the mark grid, the held crossing, the t i
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from experiments.eval_schedule import evaluation_due, mark_metrics, marks_crossed
 from experiments.reporting.curves import (
+    held_target_bound,
     mark_curve,
     steps_to_held_target,
     steps_to_target,
@@ -65,6 +68,26 @@ def test_more_frequent_looks_give_no_earlier_answer_on_the_mark_grid():
     assert steps_to_target(dense, 0.8) == 50 and steps_to_target(sparse, 0.8) == 300
     assert mark_curve(dense, 100) == mark_curve(sparse, 100)
     assert steps_to_held_target(mark_curve(dense, 100), 0.8) == steps_to_held_target(sparse, 0.8) == 300
+
+
+def test_a_run_that_never_held_the_target_is_bounded_by_its_last_checkable_mark():
+    points = [(0, 0.5), (100, 0.6), (200, 0.7), (300, 0.9), (400, 0.9)]
+    # 300 and 400 are the last two marks: a crossing at 300 needs 500 too, so 300 is the earliest it could be.
+    assert steps_to_held_target(points, 0.8) is None and held_target_bound(points, 0.8) == 300
+    assert held_target_bound([*points, (500, 0.85)], 0.8) is None  # it held from 300: no bound, a value
+    assert held_target_bound(points[:1], 0.8) == 0 and held_target_bound([], 0.8) is None
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=12), st.lists(st.floats(0, 1), max_size=12),
+       st.floats(0.05, 0.95))
+def test_no_continuation_of_a_run_holds_the_target_before_its_bound(values, more, target):
+    points = [(100 * i, v) for i, v in enumerate(values)]
+    bound = held_target_bound(points, target)
+    if bound is None:
+        return  # it held the target already
+    longer = [(100 * i, v) for i, v in enumerate(values + more)]
+    crossing = steps_to_held_target(longer, target)
+    assert crossing is None or crossing >= bound
 
 
 def test_t_quantiles_against_closed_forms_and_the_table():
