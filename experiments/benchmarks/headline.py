@@ -112,7 +112,7 @@ def write_headline(env_dir: Path) -> Path | None:
     plan = PLANS[env_dir.name]
     configs = configurations(load_runs(env_dir), REPORT_IGNORE, names=method_name)
     png = plot_report({label: configs[label] for label in (mb.label, mf.label)}, env_dir / "headline.png", TARGET,
-                      order=[mb.label, mf.label], max_steps=plan.model_free_steps)
+                      order=[mb.label, mf.label], max_steps=plan.model_free_steps, only=[None])
     md = env_dir / "headline.md"
     md.write_text("\n".join([
         f"# {env_dir.name}: the best model-based arm against the best model-free method or control", "",

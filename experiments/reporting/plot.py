@@ -28,10 +28,12 @@ MARKERS_UP_TO = 40  # grid points up to which a line gets a dot per point
 
 
 def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: float | None = None,
-                order: Sequence[str] | None = None, max_steps: float | None = None) -> Path:
+                order: Sequence[str] | None = None, max_steps: float | None = None,
+                only: Sequence[str | None] | None = None) -> Path:
     """Draw the figure to ``path`` (PNG) and return it. ``order`` (labels, e.g. the table's best-first
     order) sets line colours and legend order; failed runs are left out of the lines. ``max_steps``
-    ends the x-axis there, so that one long run does not squeeze the others into a corner."""
+    ends the x-axis there, so that one long run does not squeeze the others into a corner. ``only``:
+    the panels to draw, by series name (None: held-out success), when not all that were logged."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,8 +42,7 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
 
     labels = list(order) if order is not None else list(configs)
     counted = {label: [r for r in configs[label] if r.status != "failed"] for label in labels}
-    shown = panel_series(counted)
-    panels = [p for p in PANELS if p[0] in shown]
+    panels = figure_panels(counted, only)
     envs = sorted({_env(runs) for runs in counted.values()}, key=str)
     if len(envs) == 1:
         envs = [None]  # one row, no env in the titles
@@ -94,6 +95,12 @@ def panel_series(configs: Mapping[str, Sequence[Run]]) -> list[str | None]:
     run that did not fail logged."""
     runs = [r for group in configs.values() for r in group if r.status != "failed"]
     return [series for series, _, _ in PANELS if series is None or any(series in r.series for r in runs)]
+
+
+def figure_panels(configs: Mapping[str, Sequence[Run]], only: Sequence[str | None] | None = None) -> list[tuple]:
+    """The ``PANELS`` entries the figure draws: those of ``panel_series``, cut to ``only`` when given."""
+    shown = panel_series(configs)
+    return [panel for panel in PANELS if panel[0] in shown and (only is None or panel[0] in only)]
 
 
 def panel_curves(configs: Mapping[str, Sequence[Run]], series: str | None) -> dict[str, MeanCurve]:

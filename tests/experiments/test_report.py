@@ -23,7 +23,7 @@ from experiments.reporting import (
     value_at,
     value_at_budget,
 )
-from experiments.reporting.plot import panel_curves, panel_series
+from experiments.reporting.plot import figure_panels, panel_curves, panel_series
 from experiments.reporting.table import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -370,6 +370,10 @@ def test_extra_panels_only_when_a_run_logged_them(tmp_path):
     assert panel_series(configurations(load_runs(tmp_path / "plain"))) == [None]
     make_run(tmp_path / "starts" / "r", ["seed=0"], [(0, 0.1)], series={"imagination/start_return_gap": [(5, 0.1)]})
     assert panel_series(configurations(load_runs(tmp_path / "starts"))) == [None, "imagination/start_return_gap"]
+    assert [panel[0] for panel in figure_panels(configs, only=[None])] == [None]  # the headline's one panel
+    assert [panel[0] for panel in figure_panels(configs, only=["imagination/return_gap", "absent"])] == \
+        ["imagination/return_gap"]
+    assert [panel[0] for panel in figure_panels(configs)] == panel_series(configs)
 
 
 def test_panel_curves_are_seed_means_of_the_logged_series(tmp_path):
