@@ -96,3 +96,17 @@ def test_each_arm_runs_with_its_own_budget(tmp_path, monkeypatch):
     assert set(budgets) == {*ARMS["model_based"], *ARMS["model_free"]}
     assert budgets.pop(sample_efficiency.REFERENCE) == f"trainer.max_env_steps={plan.model_based_steps}"
     assert set(budgets.values()) == {f"trainer.max_env_steps={plan.model_free_steps}"}
+
+
+@pytest.mark.slow
+def test_the_command_reports_a_sweep(hidden_number_sweep):
+    """``python -m`` on a finished sweep, as a researcher runs it between sessions of the sweep."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "experiments.benchmarks.headline", "--report-only", "--envs",
+                           "hidden_number", "--out", str(hidden_number_sweep.parent)],
+                          cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| mb_grpo_r0.9 | 30,000 | 10,000 [10,000, 10,000] |" in done.stdout and "5.0x fewer" in done.stdout
