@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from experiments.benchmarks import headline, sample_efficiency
 from experiments.benchmarks.controls import CONTROLS
 from experiments.benchmarks.headline import ARMS, PLANS, EnvPlan, arm_budget
+from tests.experiments.benchmark_runs import write_benchmark_run
 
 
 def test_every_plan_is_a_preset_the_benchmark_runs_and_compares_at_the_model_based_budget():
@@ -29,31 +29,19 @@ def test_the_arms_are_every_model_free_method_and_control_and_the_reference():
     assert {arm_budget(plan, method) for method in ARMS["model_free"]} == {plan.model_free_steps}
 
 
-def fake_run(env_dir: Path, method: str, seed: int, values: list[float], cpu_s: float) -> None:
-    """A finished run evaluated every 10,000 real env steps, from step 0."""
-    folder = env_dir / f"method={method},seed={seed}"
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(f"- seed={seed}\n- marker={method}\n")
-    (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 10000\n")
-    (folder / "metrics.jsonl").write_text("".join(
-        json.dumps({"iteration": i, "charts/real_env_steps": 10_000 * i, "eval/success_rate": v}) + "\n"
-        for i, v in enumerate(values)))
-    steps = 10_000 * (len(values) - 1)
-    (folder / "summary.json").write_text(json.dumps({"real_env_steps": steps, "final_success": values[-1],
-                                                     "wall_s": cpu_s, "cpu_seconds": cpu_s}))
-    (folder / "done").write_text("")
-
-
 @pytest.fixture
 def hidden_number_sweep(tmp_path) -> Path:
     env_dir = tmp_path / "hidden_number"
     # Held crossings by hand (marks 10k apart, the crossing mark and the next two at >= 0.8):
     # the reference 10k on both seeds; grpo_reuse 40k and 60k; grpo never.
-    fake_run(env_dir, "mb_grpo_r0.9", 0, [0.3, 0.85, 0.9, 0.9], cpu_s=3600)
-    fake_run(env_dir, "mb_grpo_r0.9", 1, [0.3, 0.8, 0.8, 0.9], cpu_s=5400)
-    fake_run(env_dir, "grpo_reuse", 0, [0.3, 0.4, 0.5, 0.6, 0.85, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9], cpu_s=1200)
-    fake_run(env_dir, "grpo_reuse", 1, [0.3, 0.4, 0.5, 0.6, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9, 0.8], cpu_s=1200)
-    fake_run(env_dir, "grpo", 0, [0.3, 0.4, 0.5, 0.5, 0.6, 0.6, 0.7, 0.7, 0.7, 0.7, 0.7], cpu_s=600)
+    def run(method, values, **kwargs):
+        write_benchmark_run(env_dir, method, values, every=10_000, **kwargs)
+
+    run("mb_grpo_r0.9", [0.3, 0.85, 0.9, 0.9], seed=0, cpu_s=3600)
+    run("mb_grpo_r0.9", [0.3, 0.8, 0.8, 0.9], seed=1, cpu_s=5400)
+    run("grpo_reuse", [0.3, 0.4, 0.5, 0.6, 0.85, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9], seed=0, cpu_s=1200)
+    run("grpo_reuse", [0.3, 0.4, 0.5, 0.6, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9, 0.8], seed=1, cpu_s=1200)
+    run("grpo", [0.3, 0.4, 0.5, 0.5, 0.6, 0.6, 0.7, 0.7, 0.7, 0.7, 0.7], seed=0, cpu_s=600)
     return env_dir
 
 

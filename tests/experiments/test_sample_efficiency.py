@@ -28,6 +28,7 @@ from experiments.benchmarks.sample_efficiency import (
 )
 from experiments.config import register_configs, validate
 from experiments.reporting.runs import configuration_labels
+from tests.experiments.benchmark_runs import write_benchmark_run
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
 
@@ -191,28 +192,17 @@ def test_jobs_clone_each_warm_start_once_before_the_other_methods_load_it():
 
 
 def test_the_headline_takes_the_best_of_all_model_free_methods_and_controls(tmp_path):
-    import json
-
     # Marks every 100 steps; each run's held crossing by hand: mb 200, grpo 600, the small-batch control 400.
     curves = {"mb_grpo_r0.9": [0.5, 0.6, 0.85, 0.9, 0.9, 0.9, 0.9, 0.9],
               "grpo": [0.5, 0.6, 0.7, 0.7, 0.9, 0.7, 0.85, 0.9, 0.9],  # the spike at 400 is not held
               "grpo_small_batch": [0.5, 0.6, 0.7, 0.7, 0.85, 0.9, 0.9, 0.9]}
     for method, values in curves.items():
-        folder = tmp_path / f"method={method},seed=0"
-        (folder / ".hydra").mkdir(parents=True)
-        (folder / ".hydra" / "overrides.yaml").write_text(f"- seed=0\n- marker={method}\n")  # one config each
-        (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 100\n")
-        (folder / "metrics.jsonl").write_text("".join(
-            json.dumps({"iteration": i, "charts/real_env_steps": 100 * i, "eval/success_rate": v}) + "\n"
-            for i, v in enumerate(values)))
-        (folder / "done").write_text("")
+        write_benchmark_run(tmp_path, method, values)
     line = sample_efficiency.headline(tmp_path, 0.8)
     assert line == "headline: mb_grpo_r0.9 200 against grpo_small_batch 400 real steps to 0.8: 2.0x fewer"
 
 
 def test_the_headline_bounds_the_ratio_when_no_model_free_run_held_the_target(tmp_path):
-    import json
-
     # Marks every 100. The reference holds from 200. grpo never holds within 1,000 (its last two marks, 900
     # and 1,000, could still start a crossing: bound 900); the small-batch control stops at 600 with 0.85
     # at its last mark (bound 500). The ratio is at least min(900, 500) / 200 = 2.5.
@@ -220,36 +210,19 @@ def test_the_headline_bounds_the_ratio_when_no_model_free_run_held_the_target(tm
               "grpo": [0.5, 0.6, 0.7, 0.7, 0.9, 0.7, 0.85, 0.7, 0.7, 0.7, 0.7],
               "grpo_small_batch": [0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.85]}
     for method, values in curves.items():
-        folder = tmp_path / f"method={method},seed=0"
-        (folder / ".hydra").mkdir(parents=True)
-        (folder / ".hydra" / "overrides.yaml").write_text(f"- seed=0\n- marker={method}\n")
-        (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 100\n")
-        (folder / "metrics.jsonl").write_text("".join(
-            json.dumps({"iteration": i, "charts/real_env_steps": 100 * i, "eval/success_rate": v}) + "\n"
-            for i, v in enumerate(values)))
-        (folder / "done").write_text("")
+        write_benchmark_run(tmp_path, method, values)
     line = sample_efficiency.headline(tmp_path, 0.8)
     assert line.startswith("headline: mb_grpo_r0.9 200 against ")
     assert ": at least 2.5x fewer (no model-free method or control held 0.8 on every seed" in line
 
 
 def test_the_headline_gives_the_break_even_cost_of_a_real_step(tmp_path):
-    import json
-
     # mb: held from 200 real steps, 500 s over its 500 steps (1 s per step); grpo: held from 600, 50 s over
     # 1,000 steps (0.05 s per step). By hand: (200 * 1 - 600 * 0.05) / (600 - 200) = 170 / 400 = 0.425 s.
     runs = {"mb_grpo_r0.9": ([0.5, 0.6, 0.85, 0.9, 0.9, 0.9], 500.0),
             "grpo": ([0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.85, 0.9, 0.9, 0.9, 0.9], 50.0)}
     for method, (values, wall) in runs.items():
-        folder = tmp_path / f"method={method},seed=0"
-        (folder / ".hydra").mkdir(parents=True)
-        (folder / ".hydra" / "overrides.yaml").write_text(f"- seed=0\n- marker={method}\n")
-        (folder / "config.yaml").write_text("trainer:\n  eval_every_steps: 100\n")
-        last = len(values) - 1
-        (folder / "metrics.jsonl").write_text("".join(
-            json.dumps({"iteration": i, "charts/real_env_steps": 100 * i, "eval/success_rate": v,
-                        "charts/elapsed_s": wall * i / last}) + "\n" for i, v in enumerate(values)))
-        (folder / "done").write_text("")
+        write_benchmark_run(tmp_path, method, values, wall_s=wall)
     line = sample_efficiency.headline(tmp_path, 0.8)
     assert line.startswith("headline: mb_grpo_r0.9 200 against grpo 600 real steps to 0.8: 3.0x fewer")
     assert "once a real step costs 0.42 s or more" in line or "once a real step costs 0.43 s or more" in line
