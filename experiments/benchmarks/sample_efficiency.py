@@ -248,7 +248,8 @@ def headline(env_dir: Path, target: float) -> str:
     (``steps_lower_bound``, the smallest over the model-free rows)."""
     runs = load_runs(env_dir)
     configs = configurations(runs, REPORT_IGNORE, names=method_name)
-    rows = summary_rows(configs, target, marks=common_marks(runs))
+    marks = common_marks(runs)
+    rows = summary_rows(configs, target, marks=marks)
     mb, mf = best(rows, True), best(rows, False)
     if mb is None or mf is None:
         return "headline: needs a model-based method and a model-free one"
@@ -261,8 +262,7 @@ def headline(env_dir: Path, target: float) -> str:
             text += "; " + wall_clock_text(mb, mf)
         return text
     # No model-free row reached it on every seed: each is bounded below by the marks it still could.
-    bounds = [steps_lower_bound(configs[row.label], target, common_marks(runs)) for row in rows
-              if not is_model_based(row.label)]
+    bounds = [steps_lower_bound(configs[row.label], target, marks) for row in rows if not is_model_based(row.label)]
     bound = min(b for b in bounds if b is not None)
     return (text + f": at least {bound / mb.steps_mean:.1f}x fewer (no model-free method or control held {target:g} "
             "on every seed; a seed that did not is counted at the earliest mark from which it still could)")
