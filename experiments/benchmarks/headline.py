@@ -4,6 +4,7 @@ three seeds each, one real-step budget per arm and env, and one short table per 
     python -m experiments.benchmarks.headline                                # everything: days on two cores
     python -m experiments.benchmarks.headline --envs hidden_number --arms model_based --seeds 0
     python -m experiments.benchmarks.headline --report-only                  # the tables of what has run so far
+    python -m experiments.benchmarks.headline --report-only --keep docs/headline   # records + tables to commit
 
 Each env's budgets are in ``PLANS``: the model-free arms get enough real env steps for the best of
 them to reach 0.8, or 100k; the model-based arm (``sample_efficiency.REFERENCE``) gets fewer, since a
@@ -19,6 +20,11 @@ Per env it writes ``sample_efficiency.md`` / ``.png`` (every arm, the ledger, th
 (the report's order: every seed reached 0.8, fewest real steps; then the share that reached it; then
 final success), their real steps to 0.8 with a 95% interval, success at each budget, CPU time per
 run, the ratio, and the break-even cost of a real step.
+
+With ``--keep DIR`` the record of every finished run (``experiments/reporting/archive.py``: its
+overrides, config, summary and evaluations, a few kilobytes) is copied to ``DIR/<env>/`` beside the
+records of earlier sweeps, and the tables are written there from the records alone, so a sweep spread
+over sessions on different machines adds up in the repository.
 
 A figure, not a timed test.
 """
@@ -42,6 +48,7 @@ from experiments.benchmarks.sample_efficiency import (
 )
 from experiments.report import write_report
 from experiments.reporting import SummaryRow, configurations, load_runs, summary_rows
+from experiments.reporting.archive import archive_finished
 from experiments.reporting.plot import plot_report
 from experiments.reporting.table import common_marks
 
@@ -134,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="real env steps between held-out evaluations (default: the preset's)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/headline"), help="output folder")
     parser.add_argument("--report-only", action="store_true", help="write the tables of what has run, run nothing")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="copy each finished run's record to KEEP/<env>/ and write the tables there from the records")
     return parser
 
 
@@ -153,6 +162,10 @@ def main(argv: list[str] | None = None) -> None:
             list(pool.map(run, planned))
     for env in args.envs:
         env_dir = args.out / env
+        if args.keep is not None:
+            kept = archive_finished(env_dir, args.keep / env)
+            print(f"\n{env}: {len(kept)} finished runs kept in {args.keep / env}")
+            env_dir = args.keep / env
         if not env_dir.is_dir() or not load_runs(env_dir):
             print(f"\n## {env}: no runs yet")
             continue

@@ -98,3 +98,15 @@ def test_the_command_reports_a_sweep(hidden_number_sweep):
                           cwd=repo, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| mb_grpo_r0.9 | 30,000 | 10,000 [10,000, 10,000] |" in done.stdout and "5.0x fewer" in done.stdout
+
+
+def test_keep_writes_the_tables_from_the_kept_records_alone(hidden_number_sweep, tmp_path, monkeypatch):
+    monkeypatch.setattr(sample_efficiency.subprocess, "call", lambda *args, **kwargs: 1 / 0)
+    keep = tmp_path / "kept"
+    headline.main(["--out", str(hidden_number_sweep.parent), "--report-only", "--envs", "hidden_number",
+                   "--keep", str(keep)])
+    direct = (hidden_number_sweep / "headline.md")
+    assert not direct.exists()  # the tables went beside the records, not into the sweep
+    text = (keep / "hidden_number" / "headline.md").read_text()
+    assert "headline: mb_grpo_r0.9 10,000 [10,000, 10,000] against grpo_reuse" in text and "5.0x fewer" in text
+    assert len(list((keep / "hidden_number").glob("method=*/metrics.jsonl"))) == 5
