@@ -44,7 +44,10 @@ def kept_records(lines: list[str]) -> list[dict]:
 
 
 def archive_run(run_dir: Path, dest: Path) -> Path:
-    """Write ``run_dir``'s record into ``dest`` (replacing what was there) and return ``dest``."""
+    """Write ``run_dir``'s record into ``dest`` (replacing what was there) and return ``dest``; a
+    record archived onto itself is left as it is."""
+    if dest.resolve() == run_dir.resolve():
+        return dest
     if dest.exists():
         shutil.rmtree(dest)
     for name in KEPT_FILES:

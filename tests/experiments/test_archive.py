@@ -71,3 +71,10 @@ def test_only_finished_runs_are_kept_and_a_kept_record_is_replaced(tmp_path):
     assert written == [stale] and not (stale / "leftover").exists()
     assert not (tmp_path / "kept" / "method=b,seed=0").exists()
     assert archive_finished(tmp_path / "missing", tmp_path / "kept") == []
+
+
+def test_keeping_records_where_they_already_are_loses_nothing(tmp_path):
+    run = write_run(tmp_path / "env" / "method=a,seed=0")
+    before = load_run(run)
+    assert archive_finished(tmp_path / "env", tmp_path / "env") == [run]
+    assert asdict(load_run(run)) == asdict(before) and (run / "checkpoints").exists()
