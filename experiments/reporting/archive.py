@@ -37,7 +37,7 @@ def kept_records(lines: list[str]) -> list[dict]:
             records.append(record)
     kept = []
     for index, record in enumerate(records):
-        reported = {key: value for key, value in record.items() if is_reported(key)}
+        reported = {key: value for key, value in record.items() if is_reported(key) and value is not None}
         if reported or index == len(records) - 1:
             kept.append({**{key: record[key] for key in STEP_KEYS if key in record}, **reported})
     return kept
