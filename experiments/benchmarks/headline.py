@@ -22,7 +22,7 @@ final success), their real steps to 0.8 with a 95% interval, success at each bud
 run, the ratio, and the break-even cost of a real step.
 
 With ``--keep DIR`` the record of every finished run (``experiments/reporting/archive.py``: its
-overrides, config, summary and evaluations, a few kilobytes) is copied to ``DIR/<env>/`` beside the
+overrides, config, summary and evaluations, at most a few hundred kilobytes) is copied to ``DIR/<env>/`` beside the
 records of earlier sweeps, and the tables are written there from the records alone, so a sweep spread
 over sessions on different machines adds up in the repository.
 

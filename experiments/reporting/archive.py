@@ -5,6 +5,10 @@ reads only its overrides, its saved config, ``summary.json``, its ``done`` marke
 ``metrics.jsonl``, the evaluations and the ``SERIES``. ``archive_run`` copies just those (the metric
 records cut down to the keys the reports use), so a sweep's finished runs can be committed and its
 tables rebuilt from them later (``python -m experiments.report DIR``) without the runs themselves.
+
+A record names what was run, not where: the warm-start cache folder (``LOCAL_PATH_KEYS``, a path on
+the machine that ran the sweep, which changes no number) is left out of its overrides and reset to
+its default (none) in its config.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ import json
 import shutil
 from pathlib import Path
 
-from experiments.reporting.runs import SERIES, find_run_dirs, load_run
+import yaml
 
-KEPT_FILES = ("config.yaml", ".hydra/overrides.yaml", "summary.json", "done")
+from experiments.reporting.runs import SERIES, find_run_dirs, read_records, run_status
+
+KEPT_FILES = ("summary.json", "done")
+LOCAL_PATH_KEYS = ("trainer.warm_start.cache_dir",)
 STEP_KEYS = ("iteration", "charts/real_env_steps", "charts/elapsed_s")
 
 
@@ -24,23 +31,37 @@ def is_reported(key: str) -> bool:
     return key.startswith("eval/") or key in SERIES
 
 
-def kept_records(lines: list[str]) -> list[dict]:
+def kept_records(records: list[dict]) -> list[dict]:
     """The metric records that log something the reports read, each cut down to those keys and its
     step keys; the last record is kept too, since its step count stands in for a missing summary."""
-    records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line a killed run left half-written
-        if isinstance(record, dict):
-            records.append(record)
     kept = []
     for index, record in enumerate(records):
         reported = {key: value for key, value in record.items() if is_reported(key) and value is not None}
         if reported or index == len(records) - 1:
             kept.append({**{key: record[key] for key in STEP_KEYS if key in record}, **reported})
     return kept
+
+
+def without_local_paths(overrides: list[str]) -> list[str]:
+    """The overrides less those of ``LOCAL_PATH_KEYS``."""
+    return [item for item in overrides if str(item).lstrip("+").partition("=")[0] not in LOCAL_PATH_KEYS]
+
+
+def config_without_local_paths(config: dict) -> dict:
+    """The saved config with each of ``LOCAL_PATH_KEYS`` that it holds set to None (its default)."""
+    for dotted in LOCAL_PATH_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = config
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node:
+            node[leaf] = None
+    return config
+
+
+def write_yaml(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
 def archive_run(run_dir: Path, dest: Path) -> Path:
@@ -50,14 +71,17 @@ def archive_run(run_dir: Path, dest: Path) -> Path:
         return dest
     if dest.exists():
         shutil.rmtree(dest)
+    dest.mkdir(parents=True)
     for name in KEPT_FILES:
         if (run_dir / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run_dir / name, dest / name)
-    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in kept_records(lines)),
-                                        encoding="utf-8")
+    overrides, config = run_dir / ".hydra" / "overrides.yaml", run_dir / "config.yaml"
+    if overrides.is_file():
+        write_yaml(dest / ".hydra" / "overrides.yaml", without_local_paths(yaml.safe_load(overrides.read_text()) or []))
+    if config.is_file():
+        write_yaml(dest / "config.yaml", config_without_local_paths(yaml.safe_load(config.read_text()) or {}))
+    records = kept_records(read_records(run_dir / "metrics.jsonl"))
+    (dest / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
     return dest
 
 
@@ -66,7 +90,7 @@ def archive_finished(root: Path, dest: Path) -> list[Path]:
     ``dest``; runs still going or failed are left out. Returns the records written."""
     written = []
     for run_dir in find_run_dirs(root):
-        if load_run(run_dir).status != "done":
+        if run_status(run_dir) != "done":
             continue
         written.append(archive_run(run_dir, dest / run_dir.relative_to(root)))
     return written

@@ -83,7 +83,7 @@ def load_runs(root: str | Path) -> list[Run]:
 
 def load_run(path: str | Path) -> Run:
     path = Path(path)
-    records = _read_records(path / "metrics.jsonl")
+    records = read_records(path / "metrics.jsonl")
     summary = _read_json(path / "summary.json")
     config = _read_config(path)
     overrides, name_seed = _overrides(path)
@@ -105,7 +105,7 @@ def load_run(path: str | Path) -> Run:
     env = (env_config.get("name") if isinstance(env_config, dict) else None) or summary.get("env") \
         or overrides.get("env") or overrides.get("experiment")
     series = {name: points for name in SERIES if (points := _series(records, name))}
-    return Run(path=path, overrides=overrides, seed=seed, env=env, status=_status(path), curve=curve,
+    return Run(path=path, overrides=overrides, seed=seed, env=env, status=run_status(path), curve=curve,
                final_success=None if final is None else float(final), wall_s=None if wall is None else float(wall),
                real_env_steps=None if steps is None else int(steps), series=series,
                eval_every_steps=_first_int((config.get("trainer") or {}).get("eval_every_steps")),
@@ -176,7 +176,7 @@ def _split_override(item: str) -> tuple[str, str]:
     return key.lstrip("+"), value
 
 
-def _read_records(path: Path) -> list[dict]:
+def read_records(path: Path) -> list[dict]:
     """The records of ``metrics.jsonl``; a line that does not parse (a run still writing it) is skipped."""
     records = []
     with path.open(encoding="utf-8") as handle:
@@ -220,7 +220,8 @@ def _read_config(path: Path) -> dict:
     return {}
 
 
-def _status(path: Path) -> str:
+def run_status(path: Path) -> str:
+    """``done`` or ``failed`` from the run folder's markers (the newer one if both), else ``running``."""
     markers = {name: path / name for name in ("done", "failed") if (path / name).is_file()}
     if not markers:
         return "running"

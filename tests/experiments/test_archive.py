@@ -53,10 +53,10 @@ def test_without_a_summary_the_last_record_still_gives_the_steps_and_time(tmp_pa
 
 
 def test_only_reported_keys_and_the_last_record_are_kept():
-    lines = [json.dumps({"iteration": 1, "charts/real_env_steps": 10, "losses/value": 1.0}),
-             json.dumps({"iteration": 2, "charts/real_env_steps": 20, "eval/success_rate": 0.5, "losses/value": 2.0}),
-             "not json", json.dumps({"iteration": 3, "charts/real_env_steps": 30, "losses/value": 3.0})]
-    assert kept_records(lines) == [{"iteration": 2, "charts/real_env_steps": 20, "eval/success_rate": 0.5},
+    records = [{"iteration": 1, "charts/real_env_steps": 10, "losses/value": 1.0},
+               {"iteration": 2, "charts/real_env_steps": 20, "eval/success_rate": 0.5, "losses/value": 2.0},
+               {"iteration": 3, "charts/real_env_steps": 30, "losses/value": 3.0}]
+    assert kept_records(records) == [{"iteration": 2, "charts/real_env_steps": 20, "eval/success_rate": 0.5},
                                    {"iteration": 3, "charts/real_env_steps": 30}]
     assert kept_records([]) == []
 
@@ -78,3 +78,17 @@ def test_keeping_records_where_they_already_are_loses_nothing(tmp_path):
     before = load_run(run)
     assert archive_finished(tmp_path / "env", tmp_path / "env") == [run]
     assert asdict(load_run(run)) == asdict(before) and (run / "checkpoints").exists()
+
+
+def test_a_record_names_no_path_of_the_machine_that_ran_it(tmp_path):
+    run = write_run(tmp_path / "run")
+    (run / ".hydra" / "overrides.yaml").write_text(
+        "- seed=2\n- env=frozen_lake\n- trainer.warm_start.cache_dir='/somewhere/warm_starts'\n")
+    (run / "config.yaml").write_text("env:\n  name: frozen_lake\ntrainer:\n  eval_every_steps: 50\n"
+                                     "  warm_start:\n    cache_dir: /somewhere/warm_starts\n")
+    record = archive_run(run, tmp_path / "kept")
+    text = (record / ".hydra" / "overrides.yaml").read_text() + (record / "config.yaml").read_text()
+    assert "/somewhere" not in text
+    original, kept = load_run(run), load_run(record)
+    assert kept.overrides == {"seed": "2", "env": "frozen_lake"} and kept.config_key() == original.config_key()
+    assert (kept.env, kept.eval_every_steps, kept.seed) == ("frozen_lake", 50, 2)
