@@ -6,9 +6,10 @@ reads only its overrides, its saved config, ``summary.json``, its ``done`` marke
 records cut down to the keys the reports use), so a sweep's finished runs can be committed and its
 tables rebuilt from them later (``python -m experiments.report DIR``) without the runs themselves.
 
-A record names what was run, not where: the warm-start cache folder (``LOCAL_PATH_KEYS``, a path on
-the machine that ran the sweep, which changes no number) is left out of its overrides and reset to
-its default (none) in its config.
+A record names what was run, not where: the paths of the machine that ran the sweep
+(``LOCAL_PATH_KEYS``: the warm-start cache folder, and the run folder a stopped run was resumed from;
+neither changes a number) are left out of its overrides and reset to their default (none) in its
+config.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import yaml
 from experiments.reporting.runs import SERIES, find_run_dirs, read_records, run_status
 
 KEPT_FILES = ("summary.json", "done")
-LOCAL_PATH_KEYS = ("trainer.warm_start.cache_dir",)
+LOCAL_PATH_KEYS = ("trainer.warm_start.cache_dir", "resume")
 STEP_KEYS = ("iteration", "charts/real_env_steps", "charts/elapsed_s")
 
 

@@ -85,7 +85,8 @@ def test_a_record_names_no_path_of_the_machine_that_ran_it(tmp_path):
     (run / ".hydra" / "overrides.yaml").write_text(
         "- seed=2\n- env=frozen_lake\n- trainer.warm_start.cache_dir='/somewhere/warm_starts'\n")
     (run / "config.yaml").write_text("env:\n  name: frozen_lake\ntrainer:\n  eval_every_steps: 50\n"
-                                     "  warm_start:\n    cache_dir: /somewhere/warm_starts\n")
+                                     "  warm_start:\n    cache_dir: /somewhere/warm_starts\n"
+                                     "resume: /somewhere/runs/seed_2\n")
     record = archive_run(run, tmp_path / "kept")
     text = (record / ".hydra" / "overrides.yaml").read_text() + (record / "config.yaml").read_text()
     assert "/somewhere" not in text
