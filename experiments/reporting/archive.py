@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from experiments.reporting.runs import SERIES, find_run_dirs, read_records, run_status
+from experiments.reporting.runs import SERIES, find_run_dirs, read_records, run_status, split_override
 
 KEPT_FILES = ("summary.json", "done")
 LOCAL_PATH_KEYS = ("trainer.warm_start.cache_dir", "resume")
@@ -45,7 +45,7 @@ def kept_records(records: list[dict]) -> list[dict]:
 
 def without_local_paths(overrides: list[str]) -> list[str]:
     """The overrides less those of ``LOCAL_PATH_KEYS``."""
-    return [item for item in overrides if str(item).lstrip("+").partition("=")[0] not in LOCAL_PATH_KEYS]
+    return [item for item in overrides if split_override(str(item))[0] not in LOCAL_PATH_KEYS]
 
 
 def config_without_local_paths(config: dict) -> dict:

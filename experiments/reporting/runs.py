@@ -162,15 +162,15 @@ def _overrides(path: Path) -> tuple[dict[str, str], int | None]:
     name_seed = int(match.group(1)) if match else None
     if listed.is_file():
         items = yaml.safe_load(listed.read_text(encoding="utf-8")) or []
-        return dict(_split_override(str(item)) for item in items), name_seed
+        return dict(split_override(str(item)) for item in items), name_seed
     if "=" in name:
-        overrides = dict(_split_override(item) for item in name.split(",") if item)
+        overrides = dict(split_override(item) for item in name.split(",") if item)
         return overrides, _first_int(overrides.get(SEED_KEY), name_seed)
     stem = _SEED_SUFFIX.sub("", _TIME_PREFIX.sub("", name))
     return {"run": stem}, name_seed
 
 
-def _split_override(item: str) -> tuple[str, str]:
+def split_override(item: str) -> tuple[str, str]:
     """``+key=value`` / ``++key=value`` / ``key=value`` -> (key, value); ``~key`` -> (``~key``, "")."""
     key, _, value = item.partition("=")
     return key.lstrip("+"), value
