@@ -253,7 +253,7 @@ def headline(env_dir: Path, target: float) -> str:
     mb, mf = best(rows, True), best(rows, False)
     if mb is None or mf is None:
         return "headline: needs a model-based method and a model-free one"
-    text = f"headline: {mb.label} {mb.steps_text()} against {mf.label} {mf.steps_text()} real steps to {target:g}"
+    text = f"headline: {arm_text(mb)} against {arm_text(mf)} real steps to {target:g}"
     if not (mb.seeds and mb.reached == mb.seeds and mb.steps_mean):
         return text
     if mf.reached == mf.seeds:
@@ -266,6 +266,13 @@ def headline(env_dir: Path, target: float) -> str:
     bound = min(b for b in bounds if b is not None)
     return (text + f": at least {bound / mb.steps_mean:.1f}x fewer (no model-free method or control held {target:g} "
             "on every seed; a seed that did not is counted at the earliest mark from which it still could)")
+
+
+def arm_text(row: SummaryRow) -> str:
+    """A row's label and real steps to the target, and how many of its seeds are still running: a sweep
+    read halfway must not pass for a finished one."""
+    running = f" ({row.running} still running)" if row.running else ""
+    return f"{row.label} {row.steps_text()}{running}"
 
 
 def wall_clock_text(mb: SummaryRow, mf: SummaryRow) -> str:

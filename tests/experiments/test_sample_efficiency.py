@@ -202,6 +202,16 @@ def test_the_headline_takes_the_best_of_all_model_free_methods_and_controls(tmp_
     assert line == "headline: mb_grpo_r0.9 200 against grpo_small_batch 400 real steps to 0.8: 2.0x fewer"
 
 
+def test_the_headline_says_which_seeds_are_still_running(tmp_path):
+    # Seed 1 of the reference has not held 0.8 yet and is still going: the line must not read as final.
+    write_benchmark_run(tmp_path, "mb_grpo_r0.9", [0.5, 0.85, 0.9, 0.9], seed=0)
+    write_benchmark_run(tmp_path, "mb_grpo_r0.9", [0.5, 0.6], seed=1, done=False)
+    write_benchmark_run(tmp_path, "grpo", [0.5, 0.6, 0.85, 0.9, 0.9])
+    line = sample_efficiency.headline(tmp_path, 0.8)
+    assert line == ("headline: mb_grpo_r0.9 not reached (1/2) (1 still running) against grpo 200 "
+                    "real steps to 0.8")
+
+
 def test_the_headline_bounds_the_ratio_when_no_model_free_run_held_the_target(tmp_path):
     # Marks every 100. The reference holds from 200. grpo never holds within 1,000 (its last two marks, 900
     # and 1,000, could still start a crossing: bound 900); the small-batch control stops at 600 with 0.85
