@@ -31,6 +31,8 @@ from experiments.reporting.runs import configuration_labels
 from tests.experiments.benchmark_runs import write_benchmark_run
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
+# Presets named after what they change in an env rather than after the env.
+PRESET_ENV = {"hidden_number_10": "hidden_number"}
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -39,7 +41,7 @@ def test_every_method_is_a_valid_run(env, method):
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         run = validate(compose("train", overrides=[f"experiment={env}", *METHODS[method]]))
-    assert run.env.name == env
+    assert run.env.name == PRESET_ENV.get(env, env)
     if method.startswith("mb_"):
         ratio = float(method.split("_r", 1)[1].split("_")[0])
         assert run.imagination.ratio == ratio and run.imagination.enabled
