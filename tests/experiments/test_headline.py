@@ -8,7 +8,7 @@ import pytest
 
 from experiments.benchmarks import headline, sample_efficiency
 from experiments.benchmarks.controls import CONTROLS
-from experiments.benchmarks.headline import ARMS, PLANS, EnvPlan, arm_budget
+from experiments.benchmarks.headline import ARMS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
 from tests.experiments.benchmark_runs import write_benchmark_run
 
 
@@ -18,6 +18,18 @@ def test_every_plan_is_a_preset_the_benchmark_runs_and_compares_at_the_model_bas
         assert plan.model_based_steps in plan.compare_at and plan.model_based_steps <= plan.model_free_steps
     with pytest.raises(ValueError, match="must hold the model-based budget"):
         EnvPlan(100, 50, (25, 100))
+
+
+def test_the_headline_runs_three_planned_envs_by_default():
+    assert len(HEADLINE_ENVS) == 3 and set(HEADLINE_ENVS) <= set(PLANS)
+    assert headline.build_parser().parse_args([]).envs == list(HEADLINE_ENVS)
+    assert set(HEADLINE_ENVS) <= set(sample_efficiency.ENVS)  # the benchmark's default sweep covers them
+
+
+def test_the_third_env_is_hidden_number_over_1_to_10_in_four_guesses():
+    run = sample_efficiency.compose_run(["experiment=hidden_number_10"])
+    assert run.env.name == "hidden_number" and (run.env.kwargs["n"], run.env.kwargs["max_turns"]) == (10, 4)
+    assert run.trainer.eval_every_steps == 1000
 
 
 def test_the_arms_are_every_model_free_method_and_control_and_the_reference():
