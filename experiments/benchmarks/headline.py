@@ -47,7 +47,7 @@ from experiments.benchmarks.sample_efficiency import (
     method_name,
 )
 from experiments.report import write_report
-from experiments.reporting import SummaryRow, configurations, load_runs, summary_rows
+from experiments.reporting import Run, SummaryRow, configurations, load_runs, summary_rows
 from experiments.reporting.archive import archive_finished
 from experiments.reporting.plot import plot_report
 from experiments.reporting.table import common_marks
@@ -92,11 +92,9 @@ def run_args(out: Path, steps: int, eval_every_steps: int | None) -> argparse.Na
     return sample_efficiency.build_parser().parse_args(["--out", str(out), "--env-steps", str(steps), *marks])
 
 
-def headline_rows(env_dir: Path) -> tuple[SummaryRow | None, SummaryRow | None, list[SummaryRow]]:
+def headline_rows(runs: list[Run], plan: EnvPlan) -> tuple[SummaryRow | None, SummaryRow | None, list[SummaryRow]]:
     """The best model-based row, the best model-free one (a method or a control), and every row, read
-    on the runs' common mark grid at the env's ``compare_at`` budgets."""
-    runs = load_runs(env_dir)
-    plan = PLANS[env_dir.name]
+    on the runs' common mark grid at the plan's ``compare_at`` budgets."""
     rows = summary_rows(configurations(runs, REPORT_IGNORE, names=method_name), TARGET, at=plan.compare_at,
                         marks=common_marks(runs))
     return best(rows, True), best(rows, False), rows
@@ -116,19 +114,20 @@ def headline_table(mb: SummaryRow, mf: SummaryRow, plan: EnvPlan) -> str:
     return "\n".join("| " + " | ".join(line) + " |" for line in lines)
 
 
-def write_headline(env_dir: Path) -> Path | None:
-    """Write ``headline.md`` and ``headline.png`` in ``env_dir``; None when it lacks either arm."""
-    mb, mf, _ = headline_rows(env_dir)
+def write_headline(env_dir: Path, runs: list[Run]) -> Path | None:
+    """Write ``headline.md`` and ``headline.png`` in ``env_dir`` from its ``runs``; None when they lack
+    either arm."""
+    plan = PLANS[env_dir.name]
+    mb, mf, _ = headline_rows(runs, plan)
     if mb is None or mf is None:
         return None
-    plan = PLANS[env_dir.name]
-    configs = configurations(load_runs(env_dir), REPORT_IGNORE, names=method_name)
+    configs = configurations(runs, REPORT_IGNORE, names=method_name)
     png = plot_report({label: configs[label] for label in (mb.label, mf.label)}, env_dir / "headline.png", TARGET,
                       order=[mb.label, mf.label], max_steps=plan.model_free_steps, only=[None])
     md = env_dir / "headline.md"
     md.write_text("\n".join([
         f"# {env_dir.name}: the best model-based arm against the best model-free method or control", "",
-        headline_table(mb, mf, plan), "", headline(env_dir, TARGET), "", f"![success against real env steps]({png.name})",
+        headline_table(mb, mf, plan), "", headline(runs, TARGET), "", f"![success against real env steps]({png.name})",
         "", "Every arm, its runs, the ledger and the overrides: `sample_efficiency.md`.", "",
     ]), encoding="utf-8")
     return md
@@ -171,13 +170,14 @@ def main(argv: list[str] | None = None) -> None:
             kept = archive_finished(env_dir, args.keep / env)
             print(f"\n{env}: {len(kept)} finished runs kept in {args.keep / env}")
             env_dir = args.keep / env
-        if not env_dir.is_dir() or not load_runs(env_dir):
+        runs = load_runs(env_dir) if env_dir.is_dir() else []  # read once for both tables
+        if not runs:
             print(f"\n## {env}: no runs yet")
             continue
         print(f"\n## {env}")
-        write_report(env_dir, env_dir, TARGET, ignore=REPORT_IGNORE, name="sample_efficiency", echo=True,
+        write_report(runs, env_dir, TARGET, ignore=REPORT_IGNORE, name="sample_efficiency", echo=True,
                      at=PLANS[env].compare_at, names=method_name)
-        md = write_headline(env_dir)
+        md = write_headline(env_dir, runs)
         print(md.read_text() if md else "headline: needs a model-based run and a model-free one")
 
 

@@ -41,7 +41,7 @@ from experiments.benchmarks.controls import CONTROLS, control_overrides
 from experiments.checkpoint import list_checkpoints
 from experiments.config import Resolved, register_configs, validate
 from experiments.report import write_report
-from experiments.reporting import SummaryRow, configurations, load_runs, summary_rows
+from experiments.reporting import Run, SummaryRow, configurations, load_runs, summary_rows
 from experiments.reporting.break_even import break_even_step_cost, format_step_cost
 from experiments.reporting.table import common_marks, steps_lower_bound
 from experiments.resume import CHECKPOINTS
@@ -240,13 +240,14 @@ def best(rows: list[SummaryRow], model_based: bool) -> SummaryRow | None:
     return chosen[0] if chosen else None
 
 
-def headline(env_dir: Path, target: float) -> str:
+def headline(source: Path | list[Run], target: float) -> str:
     """One line: the best model-based method against the best model-free method or control, real steps
     to ``target`` by the report's rule, their ratio when both reached it on every seed, and then the
     break-even cost of a real step (``experiments/reporting/break_even.py``); when the model-based row
     reached it on every seed and no model-free row did, a lower bound on the ratio
-    (``steps_lower_bound``, the smallest over the model-free rows)."""
-    runs = load_runs(env_dir)
+    (``steps_lower_bound``, the smallest over the model-free rows). ``source``: an env's folder, or its
+    runs already loaded."""
+    runs = load_runs(source) if isinstance(source, Path) else source
     configs = configurations(runs, REPORT_IGNORE, names=method_name)
     marks = common_marks(runs)
     rows = summary_rows(configs, target, marks=marks)

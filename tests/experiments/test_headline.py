@@ -9,6 +9,7 @@ import pytest
 from experiments.benchmarks import headline, sample_efficiency
 from experiments.benchmarks.controls import CONTROLS
 from experiments.benchmarks.headline import ARMS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
+from experiments.reporting import load_runs
 from tests.experiments.benchmark_runs import write_benchmark_run
 
 
@@ -58,7 +59,7 @@ def hidden_number_sweep(tmp_path) -> Path:
 
 
 def test_the_table_sets_the_best_of_each_side_at_the_same_budgets(hidden_number_sweep):
-    mb, mf, rows = headline.headline_rows(hidden_number_sweep)
+    mb, mf, rows = headline.headline_rows(load_runs(hidden_number_sweep), PLANS["hidden_number"])
     assert (mb.label, mf.label) == ("mb_grpo_r0.9", "grpo_reuse") and len(rows) == 3
     table = headline.headline_table(mb, mf, PLANS["hidden_number"]).splitlines()
     assert table[0] == ("| arm | budget | real steps to 0.8 | success at 10,000 | success at 20,000 | "
