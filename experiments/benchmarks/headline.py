@@ -68,8 +68,9 @@ class EnvPlan:
 
 # hidden_number over 1 .. 16: the best model-free methods need 50-100k real steps. frozen_lake on random
 # 4x4 maps: no model-free method reached 0.8 within 20k. hidden_number over 1 .. 10 in 4 guesses:
-# ppo_turn holds 0.8 from about 30k on one seed, but at 50k the best arm held it on only 2 of 3 seeds. sokoban in random 6x6 rooms (and 5x5 ones) stays near 0.3-0.5
-# for 100k real steps under ppo_turn and grpo, so it is planned but not in the headline.
+# ppo_turn held 0.8 from about 30k on one seed, but within 50k the best arm held it on two seeds of
+# three, hence 100k. sokoban in random 6x6 rooms (and 5x5 ones) stays near 0.3-0.5 for 100k real
+# steps under ppo_turn and grpo, so it is planned but not in the headline.
 PLANS: dict[str, EnvPlan] = {
     "hidden_number": EnvPlan(100_000, 30_000, (10_000, 20_000, 30_000, 100_000)),
     "frozen_lake": EnvPlan(100_000, 20_000, (5_000, 10_000, 20_000, 100_000)),
