@@ -18,9 +18,10 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -36,6 +37,7 @@ from policy.value_targets import ValueTargets
 MULTI_PROCESS_STRATEGY = "ddp_spawn"
 # Only the multi-process test sets this: each rank appends its policy's weight hash after every update.
 REPLICA_HASH_DIR_ENV = "REVERIE_REPLICA_HASH_DIR"
+Result = TypeVar("Result")
 
 
 def world_size(trainer: Any) -> int:
@@ -64,6 +66,27 @@ def check_multi_process(run: Any) -> None:
             f"resume with trainer.devices x trainer.num_nodes = {size} is not supported: checkpoints hold rank 0's "
             "sampling stream only; resume with trainer.devices=1"
         )
+
+
+def launch_ranks(fabric: Fabric, function: Callable[..., Result], *args: Any) -> Result:
+    """``fabric.launch(function, *args)``, with every rank closing its process group once ``function`` is done.
+
+    Lightning closes the group at exit for NCCL only. A gloo rank that exits with the group still open
+    can abort while the interpreter shuts down (SIGABRT, "terminate called without an active
+    exception"): its transport threads still hold work that the dying interpreter cannot free, and
+    the launch fails although every rank finished its work.
+    """
+    return fabric.launch(_run_then_close_group, function, *args)
+
+
+def _run_then_close_group(fabric: Fabric, function: Callable[..., Result], *args: Any) -> Result:
+    try:
+        result = function(fabric, *args)
+        fabric.barrier()  # no rank closes its connections while another still exchanges over them
+        return result
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def shard(count: int, size: int, rank: int) -> range:

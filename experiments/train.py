@@ -57,6 +57,7 @@ from experiments.distributed import (
     check_replicas_agree,
     gather_collection,
     gather_imagined,
+    launch_ranks,
     rank_seed,
     rows_of_rank,
     shard,
@@ -120,7 +121,7 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
     fabric = Fabric(accelerator=trainer.accelerator, devices=trainer.devices, num_nodes=trainer.num_nodes,
                     strategy=trainer.strategy, precision=trainer.precision)
     if world_size(trainer) > 1:  # ddp_spawn: the processes run train_on_rank; rank 0's summary comes back
-        return fabric.launch(train_on_rank, run, run_dir)
+        return launch_ranks(fabric, train_on_rank, run, run_dir)
     return train_on_rank(fabric, run, run_dir)
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.distributed as dist
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from envs.collect import EnvFailure
 from envs.trajectory import SampledAction, Trajectory, Turn
 from experiments.distributed import (
     Collection,
+    _run_then_close_group,
     all_gather_json,
     check_multi_process,
     gather_collection,
@@ -196,3 +198,42 @@ def test_update_rows_split_evenly_or_whole_when_fewer_rows_than_ranks():
     shares = on_ranks(2, lambda fabric: rows_of_rank(fabric, 5))
     assert [s.tolist() for s in shares] == [[0, 1], [2, 3, 4]]
     assert on_ranks(2, lambda fabric: rows_of_rank(fabric, 1)) == [None, None]  # both train on the one row
+
+
+class ClosingFabric(SimpleNamespace):
+    """One rank of a real (one-process, gloo) group; ``barrier`` is counted, not waited on."""
+
+    def barrier(self) -> None:
+        self.barriers += 1
+
+
+def one_rank_group(tmp_path) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+
+
+def test_a_launched_rank_closes_its_process_group_after_a_barrier(tmp_path):
+    one_rank_group(tmp_path)
+    fabric = ClosingFabric(barriers=0)
+    seen = []
+
+    def work(fabric, value):
+        seen.append(dist.is_initialized())
+        return value * 2
+
+    assert _run_then_close_group(fabric, work, 21) == 42
+    assert seen == [True]  # the group was open while the work ran
+    assert fabric.barriers == 1
+    assert not dist.is_initialized()  # and closed before the process exits
+
+
+def test_a_failing_rank_still_closes_its_group_and_raises_without_a_barrier(tmp_path):
+    one_rank_group(tmp_path)
+    fabric = ClosingFabric(barriers=0)
+
+    def work(fabric):
+        raise RuntimeError("env broke")
+
+    with pytest.raises(RuntimeError, match="env broke"):
+        _run_then_close_group(fabric, work)
+    assert fabric.barriers == 0  # a barrier would wait forever for the ranks that did not fail
+    assert not dist.is_initialized()

@@ -4,6 +4,7 @@ import pytest
 import torch
 from lightning.fabric import Fabric
 
+from experiments.distributed import launch_ranks
 from policy.batch import TokenBatch
 from policy.learner import PPOConfig, PPOLearner
 from policy.logprobs import token_logprobs
@@ -76,7 +77,7 @@ def worker(fabric: Fabric) -> dict:
 
 @pytest.mark.slow  # two spawned ranks: 15-35 s on 2 shared cores
 def test_sharded_update_keeps_ranks_identical_and_averages_gradients():
-    result = Fabric(accelerator="cpu", devices=2, strategy="ddp_spawn").launch(worker)
+    result = launch_ranks(Fabric(accelerator="cpu", devices=2, strategy="ddp_spawn"), worker)
     sums = torch.from_numpy(result["sums"])
     assert torch.equal(sums[0], sums[1])
     assert not torch.allclose(sums[0], torch.from_numpy(result["start"]))  # the update did move the weights
