@@ -3,7 +3,7 @@
 No test waits for Inductor: the learner-level tests never run a forward pass (``torch.compile`` is
 lazy), and the in-process run compiles with Dynamo's ``eager`` backend, which traces the update
 (so the compiled module really is the one the learner runs) without generating kernels. What the
-compiled kernels save is a figure of ``experiments/benchmarks/compile_payoff.py``, not a test.
+compiled kernels save is a figure of ``benchmarks/compile_payoff.py``, not a test.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from lightning.fabric import Fabric
 from safetensors.torch import load_file
 from torch._dynamo.eval_frame import OptimizedModule
 
-from experiments.benchmarks.compile_payoff import Timing, break_even
+from benchmarks.compile_payoff import Timing, break_even
 from experiments.checkpoint import list_checkpoints, load_checkpoint
 from experiments.config import TrainerConfig, validate
 from policy.config import PolicyConfig

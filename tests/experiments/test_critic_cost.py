@@ -2,7 +2,7 @@
 
 import pytest
 
-from experiments.benchmarks import critic_cost
+from benchmarks import critic_cost
 
 
 def test_quick_run_gives_one_positive_row_per_history_length(tmp_path):

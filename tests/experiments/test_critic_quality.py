@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.benchmarks import critic_quality as bench
+from benchmarks import critic_quality as bench
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_tiny_run_prints_a_row_per_critic():
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.benchmarks.critic_quality", "--episodes", "9", "--eval-episodes", "6",
+        [sys.executable, "-m", "benchmarks.critic_quality", "--episodes", "9", "--eval-episodes", "6",
          "--steps", "3", "--batch-size", "8", "--token-hidden-size", "16"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )

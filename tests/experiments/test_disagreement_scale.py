@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from benchmarks.disagreement_scale import episodes
 from envs.splits import split_seeds
-from experiments.benchmarks.disagreement_scale import episodes
 
 LAKE = {"size": 4}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.benchmarks.faults import training_run_stops, training_run_survives
+from benchmarks.faults import training_run_stops, training_run_survives
 from experiments.config import validate
 from tests.experiments.test_config import compose_train
 

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
+from benchmarks import fused_advantage as bench
 from envs.agent import ExpertAgent
 from envs.collect import collect
 from envs.trajectory import Trajectory, Turn
-from experiments.benchmarks import fused_advantage as bench
 
 
 def test_reference_advantages_of_a_deterministic_expert_are_zero():

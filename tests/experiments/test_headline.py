@@ -1,4 +1,4 @@
-"""The three-env headline sweep (experiments/benchmarks/headline.py): its plans, budgets and table."""
+"""The three-env headline sweep (benchmarks/headline.py): its plans, budgets and table."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.benchmarks import headline, sample_efficiency
-from experiments.benchmarks.controls import CONTROLS
-from experiments.benchmarks.headline import ARMS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
+from benchmarks import headline, sample_efficiency
+from benchmarks.controls import CONTROLS
+from benchmarks.headline import ARMS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
 from experiments.reporting import load_runs
 from tests.experiments.benchmark_runs import write_benchmark_run
 
@@ -106,7 +106,7 @@ def test_the_command_reports_a_sweep(hidden_number_sweep):
     import sys
 
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "experiments.benchmarks.headline", "--report-only", "--envs",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.headline", "--report-only", "--envs",
                            "hidden_number", "--out", str(hidden_number_sweep.parent)],
                           cwd=repo, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -7,7 +7,7 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.benchmarks.imagination_gap import gap_statistics, main
+from benchmarks.imagination_gap import gap_statistics, main
 from tests.experiments.in_process import compose_config, train_in_process
 from tests.experiments.test_determinism import BASE, MODEL_BASED
 

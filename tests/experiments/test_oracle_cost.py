@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.benchmarks.oracle_cost import main, oracle_cost
+from benchmarks.oracle_cost import main, oracle_cost
 
 RECORDS = [
     {"iteration": 0, "charts/real_env_steps": 0, "eval/success_rate": 0.5},

@@ -451,7 +451,7 @@ def test_help_explains_every_option(capsys):
 # The baselines benchmark reports through the same code.
 
 def test_baselines_reports_its_runs_with_the_run_report(tmp_path, monkeypatch, capsys):
-    from experiments.benchmarks import baselines
+    from benchmarks import baselines
 
     def fake_run_one(env, algo, args):
         run_dir = args.out / f"{env}_{algo}_s{args.seed}"

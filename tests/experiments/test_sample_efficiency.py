@@ -11,10 +11,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from envs.registry import unavailable
-from experiments.benchmarks import sample_efficiency
-from experiments.benchmarks.controls import CONTROLS, epochs_and_minibatch
-from experiments.benchmarks.sample_efficiency import (
+from benchmarks import sample_efficiency
+from benchmarks.controls import CONTROLS, epochs_and_minibatch
+from benchmarks.sample_efficiency import (
     ALL_METHODS,
     ENVS,
     METHODS,
@@ -26,6 +25,7 @@ from experiments.benchmarks.sample_efficiency import (
     method_overrides,
     run_overrides,
 )
+from envs.registry import unavailable
 from experiments.config import register_configs, validate
 from experiments.reporting.runs import configuration_labels
 from tests.experiments.benchmark_runs import write_benchmark_run
@@ -293,7 +293,7 @@ def test_the_command_reports_a_finished_sweep(tmp_path):
         for i, v in enumerate([0.5, 0.9, 0.9, 0.9])))
     (folder / "done").write_text("")
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "experiments.benchmarks.sample_efficiency", "--envs", "learning_check",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.sample_efficiency", "--envs", "learning_check",
                            "--methods", "grpo", "--seeds", "0", "--out", str(tmp_path)],
                           cwd=repo, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

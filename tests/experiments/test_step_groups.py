@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from experiments.benchmarks.step_group_measures import (
+from benchmarks.step_group_measures import (
     exact_match_group_sizes,
     hgpo_group_sizes,
     share,
@@ -52,7 +52,7 @@ def test_share_wilson_sign_agreement_and_spearman():
 
 @pytest.mark.slow
 def test_the_benchmark_prints_every_grouping_and_the_sign_agreement(capsys):
-    from experiments.benchmarks.step_groups import main
+    from benchmarks.step_groups import main
 
     main(
         [

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from experiments.benchmarks import throughput
+from benchmarks import throughput
 
 
 def test_token_shares_match_a_hand_count():

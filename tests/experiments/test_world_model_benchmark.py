@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from envs.agent import RandomAgent
-from envs.collect import collect
-from envs.frozen_lake import FrozenLakeEnv
-from envs.trajectory import Trajectory, Turn
-from experiments.benchmarks import world_model as bench
-from experiments.benchmarks.world_model.exact import (
+from benchmarks import world_model as bench
+from benchmarks.world_model.exact import (
     exact_distributions,
     frozen_lake_grid,
     next_cell_distribution,
 )
-from experiments.benchmarks.world_model.report import TARGETS, target_line
-from experiments.benchmarks.world_model.scoring import match_at, open_loop
+from benchmarks.world_model.report import TARGETS, target_line
+from benchmarks.world_model.scoring import match_at, open_loop
+from envs.agent import RandomAgent
+from envs.collect import collect
+from envs.frozen_lake import FrozenLakeEnv
+from envs.trajectory import Trajectory, Turn
 from world_model.state import Predictions, WorldState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,7 +194,7 @@ def test_tiny_run_gives_well_formed_rows_with_a_shift_fit(tmp_path):
 
 @pytest.mark.slow
 def test_quick_cli_covers_every_kind_in_a_subprocess(tmp_path):
-    command = [sys.executable, "-m", "experiments.benchmarks.world_model", "--quick", "--envs", "hidden_number",
+    command = [sys.executable, "-m", "benchmarks.world_model", "--quick", "--envs", "hidden_number",
                "frozen_lake_slippery", "sokoban", "minishop", "--sizes", "10", "--eval-transitions", "1",
                "--shift-size", "0", "--out", str(tmp_path)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -210,7 +210,7 @@ def test_quick_cli_covers_every_kind_in_a_subprocess(tmp_path):
 
 def test_the_copy_ablation_fits_both_arms_on_the_same_data(capsys):
     """``--ablation copy_observation``: the latent model off and on, same data and budget, one row each."""
-    from experiments.benchmarks.world_model.models import build
+    from benchmarks.world_model.models import build
 
     assert not build("latent", "frozen_lake", latent_size=16, members=2, seed=0).config.decoder.copy_observation
     assert build("copy", "frozen_lake", latent_size=16, members=2, seed=0).config.decoder.copy_observation
@@ -258,7 +258,7 @@ def test_the_cost_benchmark_times_the_default_world_model():
     """``world_model_cost`` builds ``WorldModelConfig``'s defaults: they must be the config group's."""
     import omegaconf
 
-    from experiments.benchmarks.world_model_cost import default_model
+    from benchmarks.world_model_cost import default_model
     from world_model import WorldModelConfig
     from world_model.config import WorldModelOptions
 

@@ -1,11 +1,11 @@
 """What the real-branch oracle's step groups cost: real steps to a target, with and without its own steps.
 
-    python -m experiments.benchmarks.sample_efficiency --envs learning_check --methods real_branch_gigpo \
+    python -m benchmarks.sample_efficiency --envs learning_check --methods real_branch_gigpo \
         --seeds 0 1 2 --eval-every 2 --env-steps 40000      # runs into benchmarks/sample_efficiency/
-    python -m experiments.benchmarks.oracle_cost benchmarks/sample_efficiency/learning_check --target 0.8
+    python -m benchmarks.oracle_cost benchmarks/sample_efficiency/learning_check --target 0.8
 
 For every run folder at or below DIR that logged ``oracle/env_steps`` (``algo=real_branch_gigpo``,
-e.g. from ``experiments.benchmarks.sample_efficiency --methods real_branch_gigpo``), at the first
+e.g. from ``benchmarks.sample_efficiency --methods real_branch_gigpo``), at the first
 held-out evaluation at or above ``--target`` success (the convention of ``experiments.report``):
 
 - ``real steps``: ``charts/real_env_steps``, the x-axis, the oracle's branch and replay steps included;

@@ -22,7 +22,7 @@ from envs.token_positions import position_ids_for
 from policy.encode import left_pad
 from policy.warm_start import behaviour_clone, expert_trajectories
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "experiments" / "conf"
 
 
 @dataclass(frozen=True)

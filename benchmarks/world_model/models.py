@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import torch
 
+from benchmarks.world_model.data import ENVS
+from benchmarks.world_model.scoring import history_states, token_logps
 from envs.trajectory import Trajectory
-from experiments.benchmarks.world_model.data import ENVS
-from experiments.benchmarks.world_model.scoring import history_states, token_logps
 from world_model.fitting import fit_any
 from world_model.lm import LMOptions, LMWorldModel, LMWorldModelConfig
 from world_model.model import WorldModel, WorldModelConfig

@@ -1,7 +1,7 @@
 """What the world model costs on one CPU thread: a fit step, an imagined step, a tiny model-based run.
 
-    OMP_NUM_THREADS=1 python -m experiments.benchmarks.world_model_cost
-    OMP_NUM_THREADS=1 python -m experiments.benchmarks.world_model_cost --envs hidden_number --steps 3 --runs
+    OMP_NUM_THREADS=1 python -m benchmarks.world_model_cost
+    OMP_NUM_THREADS=1 python -m benchmarks.world_model_cost --envs hidden_number --steps 3 --runs
 
 Per env, with the default world model (``experiments/conf/world_model/default.yaml``: latent 128, five
 members) and the loop's fit batch (``imagination.fit_batch_size``, 32 trajectories) on a pool of
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.world_model.data import ENVS, collect_pool
 from envs.trajectory import Trajectory
-from experiments.benchmarks.world_model.data import ENVS, collect_pool
 from world_model.lightning_module import fit_world_model
 from world_model.model import WorldModel, WorldModelConfig
 from world_model.turn_tokens import TurnTokenizer
@@ -135,7 +135,7 @@ def timed_run(overrides: Sequence[str], run_dir: Path) -> RunCost:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m experiments.benchmarks.world_model_cost", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.world_model_cost", description=__doc__.split("\n\n")[0])
     p.add_argument("--envs", nargs="*", default=list(COST_ENVS), choices=sorted(ENVS))
     p.add_argument("--steps", type=int, default=5, help="timed optimiser steps per env")
     p.add_argument("--batch-size", type=int, default=32, help="trajectories per fit batch (the loop's default)")

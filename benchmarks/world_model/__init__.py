@@ -1,6 +1,6 @@
 """Learning curves of the world model on held-out transitions, against exact answers where known.
 
-    python -m experiments.benchmarks.world_model [--models latent lm] [--envs ...]
+    python -m benchmarks.world_model [--models latent lm] [--envs ...]
         [--sizes 300 1000 3000 10000] [--steps 300 600 1200 2000] [--quick] [--out DIR]
 
 ``--models`` fits and scores each world model on the same data (``latent``, the default, and/or
@@ -78,16 +78,16 @@ minishop, whose untrained decoders write every observation up to the word cap. O
 size: no error bars.
 """
 
-from experiments.benchmarks.world_model.cli import main
-from experiments.benchmarks.world_model.data import ENVS, collect_pool, prefix, revisits
-from experiments.benchmarks.world_model.metrics import auroc, reliability
-from experiments.benchmarks.world_model.report import (
+from benchmarks.world_model.cli import main
+from benchmarks.world_model.data import ENVS, collect_pool, prefix, revisits
+from benchmarks.world_model.metrics import auroc, reliability
+from benchmarks.world_model.report import (
            format_ablation,
            format_costs,
            format_table,
            format_targets,
 )
-from experiments.benchmarks.world_model.run import Result, Row, run
+from benchmarks.world_model.run import Result, Row, run
 
 __all__ = ["ENVS", "Result", "Row", "auroc", "collect_pool", "format_ablation", "format_costs",
            "format_table", "format_targets", "main", "prefix", "reliability", "revisits", "run"]

@@ -1,6 +1,6 @@
 """Cost per turn of valuing a live agent's state: the latent critic against a full-history transformer.
 
-    python -m experiments.benchmarks.critic_cost [--turns 1 2 4 ... 64] [--repeats 30] [--quick]
+    python -m benchmarks.critic_cost [--turns 1 2 4 ... 64] [--repeats 30] [--quick]
 
 For a history of N turns, each row times the N-th turn's update, the work needed to value the
 state after that turn given everything before it:

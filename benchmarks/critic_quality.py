@@ -1,6 +1,6 @@
 """How well a critic predicts returns on held-out episodes: the latent critic against the token critic.
 
-    python -m experiments.benchmarks.critic_quality [--env hidden_number] [--episodes 600] [--steps 1500] [--seed 0]
+    python -m benchmarks.critic_quality [--env hidden_number] [--episodes 600] [--steps 1500] [--seed 0]
 
 Data: episodes of a fixed agent mix, one episode per seed, cycling ``RandomAgent``, ``ExpertAgent``
 and ``NoisyExpertAgent`` (the expert's action with probability 1/2, else a random one), so the

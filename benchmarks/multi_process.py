@@ -1,7 +1,7 @@
 """One process against several: the same run's held-out success curve with ``trainer.devices=1`` and ``N``.
 
-    python -m experiments.benchmarks.multi_process --processes 2 --iterations 20
-    python -m experiments.benchmarks.multi_process --experiment learning_check --seed 1 algo=gigpo
+    python -m benchmarks.multi_process --processes 2 --iterations 20
+    python -m benchmarks.multi_process --experiment learning_check --seed 1 algo=gigpo
 
 Both runs start from the same seed, warm start and config (``experiment=learning_check`` by default:
 16 groups of 8 per iteration, so 2 or 4 processes split them evenly); the multi-process one runs
@@ -114,7 +114,7 @@ def plot(curves: dict[int, list[tuple[int, int, float]]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.multi_process",
+        prog="python -m benchmarks.multi_process",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,6 +1,6 @@
 """How close each advantage estimator comes to the true advantage: fused against EVPO and the parents.
 
-    python -m experiments.benchmarks.fused_advantage [--group-sizes 2,4,8] [--critic-steps 0,100,400,1500]
+    python -m benchmarks.fused_advantage [--group-sizes 2,4,8] [--critic-steps 0,100,400,1500]
 
 Env: ``hidden_number`` (n = 16, transcript observations, no noise, so a transition is a function of
 the state and the action). Agent: the env's expert with probability ``--expert-probability``, else
@@ -48,6 +48,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from benchmarks.critic_quality import NoisyExpertAgent
 from critic import LatentCritic, LatentCriticConfig
 from critic.config import LatentCriticSection
 from critic.fit import explained_variance, fit_turn_critic, history_states, lambda_returns, predict
@@ -56,7 +57,6 @@ from envs.registry import make
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
-from experiments.benchmarks.critic_quality import NoisyExpertAgent
 from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
 from policy.advantages.config import AlgoConfig, FusedConfig
 from world_model.turn_tokens import TurnTokenizer

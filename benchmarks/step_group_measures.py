@@ -1,4 +1,4 @@
-"""Pure measures of step-level comparison groups, for ``experiments.benchmarks.step_groups``.
+"""Pure measures of step-level comparison groups, for ``benchmarks.step_groups``.
 
 - ``exact_match_group_sizes``: the size of each row's GiGPO step group (episode group, anchor).
 - ``hgpo_group_sizes``: per row, the largest HGPO level group it belongs to (levels 1 .. K + 1,
@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from experiments.benchmarks.ranks import average_ranks
+from benchmarks.ranks import average_ranks
 
 
 def exact_match_group_sizes(group_ids: Sequence[Hashable], anchors: Sequence[str]) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""``python -m experiments.benchmarks.world_model``: options, the streamed tables, targets and figures."""
+"""``python -m benchmarks.world_model``: options, the streamed tables, targets and figures."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from experiments.benchmarks.world_model.data import ENVS
-from experiments.benchmarks.world_model.models import MODELS
-from experiments.benchmarks.world_model.plots import plot_calibration, plot_curves
-from experiments.benchmarks.world_model.report import (
+from benchmarks.world_model.data import ENVS
+from benchmarks.world_model.models import MODELS
+from benchmarks.world_model.plots import plot_calibration, plot_curves
+from benchmarks.world_model.report import (
     NOTE,
     format_ablation,
     format_costs,
@@ -21,7 +21,7 @@ from experiments.benchmarks.world_model.report import (
     format_targets,
     header,
 )
-from experiments.benchmarks.world_model.run import (
+from benchmarks.world_model.run import (
     DEFAULT_ENVS,
     DEFAULT_SIZES,
     DEFAULT_STEPS,
@@ -41,9 +41,9 @@ FULL = {"eval_transitions": 500, "shift_size": 1000, "shift_steps": 600, "batch_
 
 
 def parser() -> argparse.ArgumentParser:
-    from experiments.benchmarks import world_model
+    from benchmarks import world_model
 
-    p = argparse.ArgumentParser(prog="python -m experiments.benchmarks.world_model",
+    p = argparse.ArgumentParser(prog="python -m benchmarks.world_model",
                                 description=world_model.__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS), choices=sorted(ENVS), help="envs to benchmark")

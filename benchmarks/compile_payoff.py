@@ -1,6 +1,6 @@
 """Where ``trainer.compile=true`` pays off: ``torch.compile``'s one-off cost against the time it saves.
 
-    python -m experiments.benchmarks.throughput --compile [--threads 1 2] [--repeats 5] [--batches 3]
+    python -m benchmarks.throughput --compile [--threads 1 2] [--repeats 5] [--batches 3]
 
 The policy is warm-started and collects ``--batches`` iterations' groups the way ``experiments.train``
 does (the ``experiment=quick`` preset by default), each one ``RolloutBatch`` with its own padded width.
@@ -37,8 +37,7 @@ from pathlib import Path
 import torch
 from lightning.fabric import Fabric
 
-from envs.seeding import derive_seed
-from experiments.benchmarks.harness import (
+from benchmarks.harness import (
     Settings,
     bare_sample,
     collect_groups,
@@ -49,6 +48,7 @@ from experiments.benchmarks.harness import (
     timed,
     warm_started,
 )
+from envs.seeding import derive_seed
 from policy.advantages.algorithms import group_baseline_token_advantages, turn_rows
 from policy.learner import PPOLearner
 from policy.rollout_batch import build_rollout_batch

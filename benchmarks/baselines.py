@@ -1,7 +1,7 @@
 """Model-free baselines: does each method lift real-environment success from the warm start?
 
-    python -m experiments.benchmarks.baselines --minutes 10 --jobs 2
-    python -m experiments.benchmarks.baselines --envs hidden_number --algos grpo gigpo --minutes 3
+    python -m benchmarks.baselines --minutes 10 --jobs 2
+    python -m benchmarks.baselines --envs hidden_number --algos grpo gigpo --minutes 3
 
 Runs ``experiments.train`` once per (env, algo) in a subprocess with a wall-clock budget (one torch
 thread each, ``--jobs`` at a time), then reports these runs with ``experiments.report``: the table

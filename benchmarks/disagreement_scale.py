@@ -1,6 +1,6 @@
 """The scale of the world model's disagreement score, pooled by its largest token and by its mean.
 
-    python -m experiments.benchmarks.disagreement_scale [--env hidden_number] [--env-kwargs JSON]
+    python -m benchmarks.disagreement_scale [--env hidden_number] [--env-kwargs JSON]
         [--episodes 128] [--steps 300] [--seed 0]
 
 Fits the ``model_based`` preset's world model (latent 64, three members, one 32-wide decoder layer)
@@ -28,10 +28,10 @@ from collections.abc import Sequence
 
 import torch
 
+from benchmarks.world_model.metrics import auroc
+from benchmarks.world_model.scoring import greedy_step, history_states, normalised
 from envs import ExpertAgent, RandomAgent, collect
 from envs.splits import split_seeds
-from experiments.benchmarks.world_model.metrics import auroc
-from experiments.benchmarks.world_model.scoring import greedy_step, history_states, normalised
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.disagreement_score import SCORES
 from world_model.lightning_module import fit_world_model

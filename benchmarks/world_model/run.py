@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from experiments.benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, collect_pool, prefix
-from experiments.benchmarks.world_model.evaluate import evaluate
-from experiments.benchmarks.world_model.exact import exact_distributions
-from experiments.benchmarks.world_model.models import MODELS, build, fit
-from experiments.benchmarks.world_model_cost import imagine_step_seconds
+from benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, collect_pool, prefix
+from benchmarks.world_model.evaluate import evaluate
+from benchmarks.world_model.exact import exact_distributions
+from benchmarks.world_model.models import MODELS, build, fit
+from benchmarks.world_model_cost import imagine_step_seconds
 from world_model.lm import LMOptions
 
 DEFAULT_ENVS = ("hidden_number", "hidden_number_noisy", "frozen_lake", "frozen_lake_slippery", "sokoban", "minishop")

@@ -1,6 +1,6 @@
 """Env steps per second for each environment, with a random agent and with the scripted expert.
 
-    python -m experiments.benchmarks.envs [--episodes 200]
+    python -m benchmarks.envs [--episodes 200]
 
 Prints a table (steps/s, success rate, mean turns) and writes ``env_speed.png`` beside the
 working directory's ``benchmarks/`` folder. A figure, not a timed test.

@@ -1,6 +1,6 @@
 """Throughput of one training iteration's phases, each next to the practical limit of the same work.
 
-    python -m experiments.benchmarks.throughput [--quick] [--threads 1 2] [--repeats 3] [--experiment quick]
+    python -m benchmarks.throughput [--quick] [--threads 1 2] [--repeats 3] [--experiment quick]
 
 The batches are built the way ``experiments.train`` builds them, on the ``make run`` preset
 (``experiment=quick``: the learning_check task with grpo and the small dyna world model): the
@@ -49,10 +49,7 @@ import torch
 import torch.nn.functional as F
 from lightning.fabric import Fabric
 
-from envs import Trajectory, count_env_steps
-from envs.seeding import derive_seed
-from envs.token_positions import position_ids_for
-from experiments.benchmarks.harness import (
+from benchmarks.harness import (
     Settings,
     bare_sample,
     collect_groups,
@@ -63,6 +60,9 @@ from experiments.benchmarks.harness import (
     timed,
     warm_started,
 )
+from envs import Trajectory, count_env_steps
+from envs.seeding import derive_seed
+from envs.token_positions import position_ids_for
 from experiments.world_model_builder import build_world_model
 from imagination.branching import sample_branch_points
 from imagination.imagine import imagine_groups
@@ -518,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
         changes["fit_steps"] = args.fit_steps
     settings = dataclasses.replace(settings, **changes)
     if args.compile:  # trainer.compile's cost and saving: its own table and compile_payoff.png
-        from experiments.benchmarks import compile_payoff
+        from benchmarks import compile_payoff
 
         return compile_payoff.report(settings, args.out)
     result = run(settings)

@@ -1,6 +1,6 @@
 """Fault injection: what was tried, what the platform did, and whether the run survived.
 
-    python -m experiments.benchmarks.faults [--skip-train]
+    python -m benchmarks.faults [--skip-train]
 
 Each fault is injected at the smallest level that shows the behaviour (a unit-level call, or a tiny
 in-process training run on hidden_number), and the outcome is checked, not assumed: a row's
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "experiments" / "conf"
 TINY_RUN = [
     "env=hidden_number",
     "trainer.iterations=3",

@@ -1,6 +1,6 @@
 """How many steps get a step-level comparison, and a non-zero step advantage, under each grouping.
 
-    python -m experiments.benchmarks.step_groups [--envs hidden_number minishop sokoban] [--seed 0]
+    python -m benchmarks.step_groups [--envs hidden_number minishop sokoban] [--seed 0]
         [--groups 8] [--group-size 8] [--siblings 4] [--horizon 2] [--sign-states 24] [--sign-rollouts 32]
 
 Per env: a tiny policy (the ``experiment=hidden_number`` shape) is behaviour-cloned on the scripted
@@ -50,12 +50,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from critic.fit import fit_turn_critic, history_states, lambda_returns
-from critic.latent_critic import LatentCritic, LatentCriticConfig
-from envs import Trajectory, collect, count_env_steps, make
-from envs.seeding import derive_seed_63bit
-from envs.splits import split_seeds
-from experiments.benchmarks.step_group_measures import (
+from benchmarks.step_group_measures import (
     exact_match_group_sizes,
     hgpo_group_sizes,
     share,
@@ -63,6 +58,11 @@ from experiments.benchmarks.step_group_measures import (
     spearman,
     wilson_interval,
 )
+from critic.fit import fit_turn_critic, history_states, lambda_returns
+from critic.latent_critic import LatentCritic, LatentCriticConfig
+from envs import Trajectory, collect, count_env_steps, make
+from envs.seeding import derive_seed_63bit
+from envs.splits import split_seeds
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.advantages import counterfactual_step_advantages
 from imagination.step_groups.groups import RealActionFirst, imagine_counterfactual_groups

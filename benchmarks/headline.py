@@ -1,10 +1,10 @@
 """The headline on three envs: the model-based reference against every model-free method and control,
 three seeds each, one real-step budget per arm and env, and one short table per env.
 
-    python -m experiments.benchmarks.headline                                # everything: days on two cores
-    python -m experiments.benchmarks.headline --envs hidden_number --arms model_based --seeds 0
-    python -m experiments.benchmarks.headline --report-only                  # the tables of what has run so far
-    python -m experiments.benchmarks.headline --report-only --keep docs/headline   # records + tables to commit
+    python -m benchmarks.headline                                # everything: days on two cores
+    python -m benchmarks.headline --envs hidden_number --arms model_based --seeds 0
+    python -m benchmarks.headline --report-only                  # the tables of what has run so far
+    python -m benchmarks.headline --report-only --keep docs/headline   # records + tables to commit
 
 Each env's budgets are in ``PLANS``: the model-free arms get enough real env steps for the best of
 them to reach 0.8, or 100k; the model-based arm (``sample_efficiency.REFERENCE``) gets fewer, since a
@@ -36,8 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.benchmarks import sample_efficiency
-from experiments.benchmarks.sample_efficiency import (
+from benchmarks import sample_efficiency
+from benchmarks.sample_efficiency import (
     DEFAULT_METHODS,
     REFERENCE,
     REPORT_IGNORE,
@@ -135,7 +135,7 @@ def write_headline(env_dir: Path, runs: list[Run]) -> Path | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.benchmarks.headline", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.headline", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(HEADLINE_ENVS), choices=list(PLANS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS),

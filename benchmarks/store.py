@@ -1,6 +1,6 @@
 """Trajectory store at scale: append time, open and load time, files on disk, with and without merging.
 
-    python -m experiments.benchmarks.store [--appends 1000] [--trajectories 100] [--turns 10] [--quick]
+    python -m benchmarks.store [--appends 1000] [--trajectories 100] [--turns 10] [--quick]
 
 Writes ``--appends`` batches of ``--trajectories`` synthetic trajectories of ``--turns`` short turns
 each (defaults: 1,000 appends, a million turns) into two fresh stores: one shard per append

@@ -1,6 +1,6 @@
 """Model bias of a finished model-based run: imagined against real return, same policy, same branch states.
 
-    python -m experiments.benchmarks.imagination_gap RUN_DIR [RUN_DIR ...] --branches 64 --rollouts 16
+    python -m benchmarks.imagination_gap RUN_DIR [RUN_DIR ...] --branches 64 --rollouts 16
 
 The gap a run logs while it trains (``imagination/return_gap``) holds each imagined continuation
 against the one real continuation recorded in the store, which an older policy played (branch
@@ -151,7 +151,7 @@ def plot(rows: dict[str, GapStatistics], path: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.benchmarks.imagination_gap", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.imagination_gap", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="finished model-based run folders")
     parser.add_argument("--branches", type=int, default=64, help="branch points per run")

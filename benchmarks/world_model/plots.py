@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from experiments.benchmarks.world_model.metrics import calibration_error, reliability
-from experiments.benchmarks.world_model.run import Result
+from benchmarks.world_model.metrics import calibration_error, reliability
+from benchmarks.world_model.run import Result
 
 
 def _pyplot():

@@ -1,6 +1,6 @@
 """Cost of one imagined step against the history length, latent against LM world model.
 
-    python -m experiments.benchmarks.world_model.window_cost
+    python -m benchmarks.world_model.window_cost
 
 Untrained models (3 members) on hidden_number, 16 rows: ``initial_state``, ``observe`` of the given
 number of turns, then three greedy ``step`` calls timed in this process's CPU seconds (steadier than

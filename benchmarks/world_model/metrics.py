@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from experiments.benchmarks.ranks import average_ranks
+from benchmarks.ranks import average_ranks
 
 
 def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float:

@@ -1,9 +1,9 @@
 """The headline: real environment steps to a target success, model-based against model-free.
 
-    python -m experiments.benchmarks.sample_efficiency --envs hidden_number --seeds 0 1 2 --jobs 2
-    python -m experiments.benchmarks.sample_efficiency --envs learning_check --env-steps 3000 --seeds 0 1 2
-    python -m experiments.benchmarks.sample_efficiency --methods grpo mb_grpo_r0.5 mb_grpo_r0.75 mb_grpo_r0.9 --seeds 0
-    python -m experiments.benchmarks.sample_efficiency --envs textarena --methods grpo gigpo mb_grpo_r0.9 --env-steps 1200 \
+    python -m benchmarks.sample_efficiency --envs hidden_number --seeds 0 1 2 --jobs 2
+    python -m benchmarks.sample_efficiency --envs learning_check --env-steps 3000 --seeds 0 1 2
+    python -m benchmarks.sample_efficiency --methods grpo mb_grpo_r0.5 mb_grpo_r0.75 mb_grpo_r0.9 --seeds 0
+    python -m benchmarks.sample_efficiency --envs textarena --methods grpo gigpo mb_grpo_r0.9 --env-steps 1200 \
         --eval-every-steps 300   # GuessTheNumber-v0, warm-started from random well-formed actions
 
 Every (env, method, seed) is one ``experiments.train`` run in a subprocess (one torch thread each,
@@ -16,7 +16,7 @@ the same for every method; ``--eval-every-steps`` to change them). The model-fre
 ratio, their world model fitted on real RL steps only (``mb_*_experts``: also on the warm start's
 expert episodes, which shows what those add). The model-free controls ``grpo_small_batch``,
 ``grpo_matched_updates`` and ``grpo_reuse`` are matched to ``REFERENCE``, the model-based method of
-the defaults, on each env's preset (``experiments/benchmarks/controls.py``). At the end
+the defaults, on each env's preset (``benchmarks/controls.py``). At the end
 ``experiments.report`` prints, per env, real steps to ``--target`` success (the held rule on the
 common mark grid, with a 95% interval over seeds), success after each ``--at`` budget, final success
 and wall and CPU time, best first, and writes ``<out>/<env>/sample_efficiency.png`` and ``.md`` (with every
@@ -37,7 +37,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from experiments.benchmarks.controls import CONTROLS, control_overrides
+from benchmarks.controls import CONTROLS, control_overrides
 from experiments.checkpoint import list_checkpoints
 from experiments.config import Resolved, register_configs, validate
 from experiments.report import write_report
@@ -46,7 +46,7 @@ from experiments.reporting.break_even import break_even_step_cost, format_step_c
 from experiments.reporting.table import common_marks, steps_lower_bound
 from experiments.resume import CHECKPOINTS
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "experiments" / "conf"
 
 # The imagination settings shared by every model-based method, whichever world model: gate open from
 # the first score, refits every other iteration of 40 steps on batches of 16, three members, fitted on
@@ -173,7 +173,7 @@ def run_one(env: str, method: str, seed: int, args: argparse.Namespace) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.benchmarks.sample_efficiency", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sample_efficiency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS + OTHER_ENVS),
                         help="experiment presets to run (experiment=<env>)")

@@ -7,8 +7,8 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from experiments.benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, Kind
-from experiments.benchmarks.world_model.run import Result, Row
+from benchmarks.world_model.data import ENVS, KINDS_WITH_SHIFT, Kind
+from benchmarks.world_model.run import Result, Row
 
 # (metric key, header, width, decimals); decimals 0 prints an integer count.
 _NLL = [("nll_text", "nll_text", 8, 3)]
@@ -54,7 +54,7 @@ def format_table(result: Result) -> str:
 
 def format_costs(result: Result) -> str:
     """One line per env: CPU seconds per fit step and per batched imagined step."""
-    from experiments.benchmarks.world_model.run import IMAGINE_ROWS
+    from benchmarks.world_model.run import IMAGINE_ROWS
 
     return "\n".join(
         f"cost {env}: fit {fit:.3f} CPU s/step, imagined step {imagine:.3f} CPU s for {IMAGINE_ROWS} rows "

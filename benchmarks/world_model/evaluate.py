@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from benchmarks.world_model.data import EnvSpec, revisits
+from benchmarks.world_model.metrics import auroc
+from benchmarks.world_model.models import candidate_logps, imagined_steps_per_s, teacher_forced
+from benchmarks.world_model.scoring import greedy_step, match_at, normalised, open_loop
 from envs.trajectory import Trajectory
-from experiments.benchmarks.world_model.data import EnvSpec, revisits
-from experiments.benchmarks.world_model.metrics import auroc
-from experiments.benchmarks.world_model.models import candidate_logps, imagined_steps_per_s, teacher_forced
-from experiments.benchmarks.world_model.scoring import greedy_step, match_at, normalised, open_loop
 from world_model.model import WorldModel
 from world_model.protocol import WorldModelLike
 
