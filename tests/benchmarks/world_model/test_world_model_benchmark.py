@@ -23,7 +23,7 @@ from envs.frozen_lake import FrozenLakeEnv
 from envs.trajectory import Trajectory, Turn
 from world_model.state import Predictions, WorldState
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MAP = ("SFF", "FHF", "FFG")  # cell 0 is the top-left corner: slips into the border stay put
 
 

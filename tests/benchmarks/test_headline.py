@@ -10,7 +10,7 @@ from benchmarks import headline, sample_efficiency
 from benchmarks.controls import CONTROLS
 from benchmarks.headline import ARMS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
 from experiments.reporting import load_runs
-from tests.experiments.benchmark_runs import write_benchmark_run
+from tests.benchmarks.benchmark_runs import write_benchmark_run
 
 
 def test_every_plan_is_a_preset_the_benchmark_runs_and_compares_at_the_model_based_budget():

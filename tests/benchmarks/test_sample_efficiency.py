@@ -28,7 +28,7 @@ from benchmarks.sample_efficiency import (
 from envs.registry import unavailable
 from experiments.config import register_configs, validate
 from experiments.reporting.runs import configuration_labels
-from tests.experiments.benchmark_runs import write_benchmark_run
+from tests.benchmarks.benchmark_runs import write_benchmark_run
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
 # Presets named after what they change in an env rather than after the env.
