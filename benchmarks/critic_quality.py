@@ -2,9 +2,10 @@
 
     python -m benchmarks.critic_quality [--env hidden_number] [--episodes 600] [--steps 1500] [--seed 0]
 
-Data: episodes of a fixed agent mix, one episode per seed, cycling ``RandomAgent``, ``ExpertAgent``
-and ``NoisyExpertAgent`` (the expert's action with probability 1/2, else a random one), so the
-return from a state depends on who is playing and on what the history already pins down.
+Data: episodes of a fixed agent mix (``envs.mixed_agents``), one episode per seed, cycling
+``RandomAgent``, ``ExpertAgent`` and ``NoisyExpertAgent`` (the expert's action with probability
+1/2, else a random one), so the return from a state depends on who is playing and on what the
+history already pins down.
 ``--episodes`` training episodes on train-split seeds and ``--eval-episodes`` held-out episodes
 on eval-split seeds (``envs.splits.split_seeds``: disjoint seed ranges, and for envs with task
 keys disjoint tasks). Envs and options (``ENVS``): ``hidden_number`` as ``experiment=hidden_number``
@@ -34,7 +35,6 @@ the training targets' mean, the floor a critic must beat. A single fit seed: no 
 from __future__ import annotations
 
 import argparse
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,11 +53,8 @@ from critic.fit import (
     predict,
     turn_states,
 )
-from envs.agent import AgentView, ExpertAgent, RandomAgent
-from envs.collect import collect
+from envs.mixed_agents import collect_mix
 from envs.registry import make
-from envs.splits import split_seeds
-from envs.trajectory import Trajectory
 from policy.config import PolicyConfig
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer
@@ -67,48 +64,6 @@ ENVS: dict[str, dict[str, Any]] = {
     "hidden_number": {"n": 16, "observation": "transcript"},
     "frozen_lake": {"size": 4},
 }
-AGENT_NAMES = ("random", "expert", "noisy_expert")
-
-
-class NoisyExpertAgent:
-    """The env's scripted expert with probability ``expert_probability``, else a random action."""
-
-    def __init__(self, expert_probability: float = 0.5, seed: int = 0) -> None:
-        if not 0.0 <= expert_probability <= 1.0:
-            raise ValueError(f"expert_probability must be in [0, 1], got {expert_probability}")
-        self.expert_probability = expert_probability
-        self.rng = random.Random(seed)
-
-    def act(self, views: Sequence[AgentView]) -> list[str]:
-        return [
-            view.env.expert_action() if self.rng.random() < self.expert_probability else view.env.random_action(self.rng)
-            for view in views
-        ]
-
-
-def collect_mix(
-    env_name: str, env_kwargs: dict[str, Any], split: str, episodes: int, *, seed: int = 0
-) -> list[Trajectory]:
-    """``episodes`` episodes on ``split`` seeds, one per seed, the agents of ``AGENT_NAMES`` in turn.
-
-    Returned in seed order, with unique trajectory ids; each trajectory's group id is its agent's
-    index in ``AGENT_NAMES``.
-    """
-    seeds = split_seeds(env_name, env_kwargs, split, seed=seed, count=episodes)
-    agents = (RandomAgent(seed=seed), ExpertAgent(), NoisyExpertAgent(seed=seed))
-    by_agent = [
-        collect(agent, env_name, group_size=1, group_seeds=seeds[a :: len(agents)], env_kwargs=env_kwargs,
-                progress=False)
-        for a, agent in enumerate(agents)
-    ]
-    trajectories = []
-    for i, env_seed in enumerate(seeds):
-        a = i % len(agents)
-        t = by_agent[a][i // len(agents)]
-        assert t.seed == env_seed
-        t.trajectory_id, t.group_id = i, a
-        trajectories.append(t)
-    return trajectories
 
 
 def state_policy(env_name: str, env_kwargs: dict[str, Any], history_window: int) -> LMPolicy:

@@ -48,11 +48,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from benchmarks.critic_quality import NoisyExpertAgent
 from critic import LatentCritic, LatentCriticConfig
 from critic.config import LatentCriticSection
 from critic.fit import explained_variance, fit_turn_critic, history_states, lambda_returns, predict
 from envs.collect import collect
+from envs.mixed_agents import NoisyExpertAgent
 from envs.registry import make
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
