@@ -1,9 +1,10 @@
-"""Imports run left to right: envs -> world_model -> critic -> policy -> imagination -> experiments."""
+"""Imports run left to right: envs -> world_model -> critic -> policy -> imagination -> experiments
+-> benchmarks."""
 
 import ast
 import pathlib
 
-ORDER = ["envs", "world_model", "critic", "policy", "imagination", "experiments"]
+ORDER = ["envs", "world_model", "critic", "policy", "imagination", "experiments", "benchmarks"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -37,6 +38,17 @@ def test_checker_catches_a_wrong_way_import(tmp_path):
     (tmp_path / "envs" / "bad.py").write_text("from policy.losses import aggregate\n")
     (tmp_path / "policy" / "good.py").write_text("import envs.base\n")
     assert wrong_way_imports(tmp_path) == ["envs/bad.py:1 imports policy.losses"]
+
+
+def test_checker_catches_the_library_importing_a_benchmark(tmp_path):
+    """The benchmarks come last: they may import every package, and none may import them."""
+    for package in ORDER:
+        (tmp_path / package).mkdir()
+    (tmp_path / "experiments" / "bad.py").write_text("from benchmarks.critic_quality import collect_mix\n")
+    (tmp_path / "envs" / "bad.py").write_text("import benchmarks.headline\n")
+    (tmp_path / "benchmarks" / "good.py").write_text("import experiments.train\nfrom envs.agent import ExpertAgent\n")
+    assert sorted(wrong_way_imports(tmp_path)) == ["envs/bad.py:1 imports benchmarks.headline",
+                                                   "experiments/bad.py:1 imports benchmarks.critic_quality"]
 
 
 def test_checker_reads_subpackages(tmp_path):
