@@ -33,7 +33,7 @@ from torch import nn
 
 from envs.checks import check_bool
 from envs.trajectory import Trajectory
-from world_model.batch import WorldModelBatch, build_training_batch
+from world_model.batch import WorldModelBatch
 from world_model.bootstrap import bootstrap_counts, weighted_mean
 from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
@@ -42,6 +42,7 @@ from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.losses import done_bce, regression_mse, scored_token_nll
 from world_model.state import Predictions, WorldState
+from world_model.trajectory_rows import build_training_batch
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_rows
 from world_model.uncertainty import member_std, mutual_information
 

@@ -117,7 +117,7 @@ def test_the_encoder_reads_the_ordinal_component_of_number_words_only():
 def test_off_leaves_every_existing_weight_and_a_fresh_model_with_it_on_computes_the_same(
     hn_tokenizer, hn_trajectories
 ):
-    from world_model.batch import build_training_batch
+    from world_model.trajectory_rows import build_training_batch
 
     off, on = tiny_model(hn_tokenizer, seed=3), tiny_model(hn_tokenizer, seed=3, ordinal_numbers=True)
     plain, extended = off.state_dict(), on.state_dict()
