@@ -64,7 +64,8 @@ def _tiny_learner(max_nonfinite_updates: int = 3):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from policy.batch import TokenBatch
-    from policy.learner import PPOConfig, PPOLearner
+    from policy.config import PPOConfig
+    from policy.learner import PPOLearner
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(

@@ -167,15 +167,8 @@ def coverage(
     of ``episodes``; ``oracle``: ``(real-branch groups, their real env steps)``, a row if given."""
     keys = [(i, t) for i, trajectory in enumerate(episodes) for t in range(trajectory.num_turns)]
     rows = turn_rows(episodes, keys, invalid_action_penalty=PENALTY)
-    columns = (
-        rows.group_ids,
-        rows.traj_ids,
-        rows.steps,
-        rows.anchors,
-        rows.step_rewards,
-        rows.episode_rewards,
-    )
-    gigpo = gigpo_advantages(*columns, gamma=GAMMA)
+    step_rows = rows.step_rows()
+    gigpo = gigpo_advantages(step_rows, gamma=GAMMA)
     gids, tids, steps = rows.group_ids.tolist(), rows.traj_ids.tolist(), rows.steps.tolist()
     out = [
         (
@@ -186,7 +179,7 @@ def coverage(
         )
     ]
     for name, base in (("hgpo (recipe default)", False), ("hgpo (base_group)", True)):
-        hgpo = hgpo_advantages(*columns, gamma=GAMMA, base_group=base)
+        hgpo = hgpo_advantages(step_rows, gamma=GAMMA, base_group=base)
         sizes = hgpo_group_sizes(gids, tids, steps, rows.anchors, base_group=base)
         out.append((name, share(sizes > 1), share(hgpo.advantages != 0), 0.0))
     real_action = counterfactual_step_advantages(groups.values)[:, 0]  # (N,) in the same row order

@@ -34,8 +34,9 @@ from experiments.warm_start_cache import load_check_steps, load_warm_start, save
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
+from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
-from policy.learner import PPOConfig, PPOLearner
+from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, load_local_pretrained
 from policy.transcripts import transcript_trajectories

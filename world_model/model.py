@@ -33,15 +33,17 @@ from torch import nn
 
 from envs.checks import check_bool
 from envs.trajectory import Trajectory
-from world_model.batch import WorldModelBatch, build_training_batch
+from world_model.batch import WorldModelBatch
 from world_model.bootstrap import bootstrap_counts, weighted_mean
 from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
+from world_model.decoder_context import DecoderContext
 from world_model.disagreement_score import check_score, row_score
 from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.losses import done_bce, regression_mse, scored_token_nll
 from world_model.state import Predictions, WorldState
+from world_model.trajectory_rows import build_training_batch
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_rows
 from world_model.uncertainty import member_std, mutual_information
 
@@ -275,11 +277,9 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         tk = self.tokenizer
         action_words = tk.action_words(actions)
         query_ids, query_mask = self._rows([tk.query_row(w) for w in action_words])  # (B, A)
-        previous_ids, previous_mask = self.previous_rows(states)  # (B, S) each, or None
+        context = DecoderContext(states.latent, query_ids, query_mask, *self.previous_rows(states))
         text = self.dynamics.generate(
-            states.latent,
-            query_ids,
-            query_mask,
+            context,
             bos_id=tk.bos_id,
             eos_id=tk.eos_id,
             pad_id=tk.pad_id,
@@ -288,8 +288,6 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
             generator=generator,
             greedy=greedy,
             score=self.config.disagreement,
-            previous_ids=previous_ids,
-            previous_mask=previous_mask,
         )
         results = [tk.generated_words(row) for row in text.ids.tolist()]
         turn_ids, turn_mask = self._rows(
@@ -336,9 +334,8 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         text_ids, text_mask = self._rows(
             [tk.text_row(w) for w in tk.observation_words(observations)]
         )  # (B, S)
-        logits = self.dynamics.logits(
-            states.latent, query_ids, query_mask, text_ids[:, :-1], *self.previous_rows(states)
-        )  # (K, B, S-1, V)
+        context = DecoderContext(states.latent, query_ids, query_mask, *self.previous_rows(states))
+        logits = self.dynamics.logits(context, text_ids[:, :-1])  # (K, B, S-1, V)
         per_token = mutual_information(torch.softmax(logits.float(), dim=-1))  # (B, S - 1)
         return row_score(per_token, text_mask[:, 1:], score or self.config.disagreement)  # (B,)
 
@@ -444,14 +441,13 @@ class WorldModel(nn.Module, PyTorchModelHubMixin):
         look_mask = (look_ids != self.tokenizer.pad_id).long()  # (R', A)
         texts = torch.cat([batch.text_ids[:, 1:][outcome], batch.text_ids[current]])  # (R + R', S)
         scored = torch.cat([batch.text_mask[:, 1:][outcome], batch.text_mask[current]])[:, 1:].bool()  # (R + R', S - 1)
-        logits = self.dynamics.logits_at(
-            torch.cat([before, now]),
-            torch.cat([batch.query_ids[outcome], look_ids]),
-            torch.cat([batch.query_mask[outcome], look_mask]),
-            texts[:, :-1],
-            scored,
+        context = DecoderContext(
+            torch.cat([before, now]),  # (R + R', D)
+            torch.cat([batch.query_ids[outcome], look_ids]),  # (R + R', A)
+            torch.cat([batch.query_mask[outcome], look_mask]),  # (R + R', A)
             *self._copy_memory(batch, now.shape[0]),
-        )  # (K, P, V) at the P scored positions, row by row
+        )
+        logits = self.dynamics.logits_at(context, texts[:, :-1], scored)  # (K, P, V) at the P scored positions, row by row
         is_now = (torch.arange(texts.shape[0], device=self.device) >= before.shape[0])[:, None]  # (R + R', 1)
         token_weights = None
         if weights is not None:  # each token weighted by its trajectory's count in the member's resample

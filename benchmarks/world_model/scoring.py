@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import torch
 
 from envs.trajectory import Trajectory
+from world_model.decoder_context import DecoderContext
 from world_model.model import WorldModel
 from world_model.protocol import concat_states
 from world_model.state import Predictions, WorldState
@@ -52,10 +53,10 @@ def token_logps(
         query_ids, query_mask = tk.encode_queries(actions[start:stop])  # (B, A)
         text_ids, text_mask = tk.encode_texts(texts[start:stop])  # (B, S)
         text_ids, text_mask = text_ids.to(model.device), text_mask.to(model.device)
-        logits = model.dynamics.logits(
-            chunk.latent, query_ids.to(model.device), query_mask.to(model.device), text_ids[:, :-1],
-            *model.previous_rows(chunk),
-        ).float()  # (K, B, S - 1, V)
+        context = DecoderContext(
+            chunk.latent, query_ids.to(model.device), query_mask.to(model.device), *model.previous_rows(chunk)
+        )
+        logits = model.dynamics.logits(context, text_ids[:, :-1]).float()  # (K, B, S - 1, V)
         logits[..., banned] = float("-inf")
         logp = torch.logsumexp(torch.log_softmax(logits, -1), dim=0) - math.log(logits.shape[0])  # (B, S - 1, V)
         target = logp.gather(-1, text_ids[:, 1:, None]).squeeze(-1)  # (B, S - 1)

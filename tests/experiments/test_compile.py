@@ -17,8 +17,8 @@ from torch._dynamo.eval_frame import OptimizedModule
 
 from experiments.checkpoint import list_checkpoints, load_checkpoint
 from experiments.config import TrainerConfig, validate
-from policy.config import PolicyConfig
-from policy.learner import PPOConfig, PPOLearner
+from policy.config import PolicyConfig, PPOConfig
+from policy.learner import PPOLearner
 from policy.model import build_tiny_lm, build_tiny_tokenizer
 from tests.experiments.in_process import compose_config, train_in_process
 from tests.experiments.test_train_e2e import TINY
