@@ -20,6 +20,7 @@ from typing import Any
 from envs import Trajectory, TrajectoryStore
 from experiments.checkpoint import LoopState
 from experiments.ledger import Ledger
+from experiments.phase_timer import PhaseTimer
 from experiments.resume import trajectories_by_id
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
@@ -55,6 +56,8 @@ class LoopProgress:
     parts; None when its checkpoint did not record them)."""
     ledger: Ledger = field(default_factory=Ledger)
     """What the run's real env steps were used for, and the real steps at the last world-model fit."""
+    timer: PhaseTimer = field(default_factory=PhaseTimer)
+    """The current iteration's CPU and wall seconds per phase (logged as ``time/phase/*``; never saved)."""
 
     @classmethod
     def fresh(

@@ -70,6 +70,7 @@ from experiments.ledger import ledger_summary
 from experiments.loop_progress import LoopProgress
 from experiments.markers import run_job
 from experiments.metrics_logger import MetricsLogger
+from experiments.phase_timer import TimedAgent, TimedWorldModel
 from experiments.resume import (
     CHECKPOINTS,
     capture_rng,
@@ -160,23 +161,25 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
     bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{run.algo.name}",
                initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not rank0)
     for iteration in bar:
-        iteration_start = time.monotonic()
-        n_real, n_imagined = plan_groups(parts, progress, iteration)
-        real, rollout = collect_real(parts, progress, iteration, n_real)
-        collect_s = time.monotonic() - iteration_start
-        model_metrics, imagined = model_based_step(parts, progress, iteration, real, n_imagined)
-        update_start = time.monotonic()
-        trajectories, update_metrics = update_policy(parts, progress, iteration, real.kept, imagined)
-        update_s = time.monotonic() - update_start
-        metrics = {
-            **rollout_metrics(rollout, real),
-            "charts/elapsed_s": time.monotonic() - progress.start,
-            "time/collect_s": collect_s,
-            "time/update_s": update_s,
-            **model_metrics,
-            **update_metrics,
-        }
-        log_iteration(parts, progress, iteration, metrics, trajectories)
+        progress.timer.reset()
+        with progress.timer.phase("other"):  # what no named phase takes: planning, bookkeeping, logging
+            iteration_start = time.monotonic()
+            n_real, n_imagined = plan_groups(parts, progress, iteration)
+            real, rollout = collect_real(parts, progress, iteration, n_real)
+            collect_s = time.monotonic() - iteration_start
+            model_metrics, imagined = model_based_step(parts, progress, iteration, real, n_imagined)
+            update_start = time.monotonic()
+            trajectories, update_metrics = update_policy(parts, progress, iteration, real.kept, imagined)
+            update_s = time.monotonic() - update_start
+            metrics = {
+                **rollout_metrics(rollout, real),
+                "charts/elapsed_s": time.monotonic() - progress.start,
+                "time/collect_s": collect_s,
+                "time/update_s": update_s,
+                **model_metrics,
+                **update_metrics,
+            }
+            log_iteration(parts, progress, iteration, metrics, trajectories)
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=progress.real_env_steps)
         if end_iteration(parts, progress, iteration, evaluated="eval/success_rate" in metrics):
             break
@@ -202,8 +205,9 @@ def evaluate_policy(parts: RunParts, progress: LoopProgress) -> dict[str, float]
         metrics, env_steps = broadcast_json(parts.fabric, None)
     else:
         run = parts.run
-        result = evaluate(parts.policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name,
-                          parts.env_kwargs, seeds=parts.eval_seeds, max_turns=run.trainer.max_turns)
+        with progress.timer.phase("eval"):
+            result = evaluate(parts.policy.with_seed(derive_seed(run.seed, "eval-sampling")), run.env.name,
+                              parts.env_kwargs, seeds=parts.eval_seeds, max_turns=run.trainer.max_turns)
         log.info(f"evaluation: success {result.success_rate:.3f}, invalid actions {result.invalid_action_rate:.3f} "
                  f"on {len(parts.eval_seeds)} held-out episodes")
         metrics, env_steps = broadcast_json(parts.fabric, [result.as_metrics("eval"), result.env_steps])
@@ -288,13 +292,15 @@ def collect_real(
     def sample(round_index: int) -> list[Trajectory]:
         seeds = task_seeds(run, parts.env_kwargs, "train", n_real, "train", iteration, round_index)
         failures: list[EnvFailure] = []  # episodes whose env raised (trainer.on_env_error=skip)
-        trajectories = collect(
-            parts.policy, run.env.name, env_kwargs=parts.env_kwargs, group_size=trainer.group_size,
-            max_turns=trainer.max_turns, progress=False, group_seeds=[seeds[g] for g in my_groups],
-            first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
-            on_env_error=failures.append if trainer.on_env_error == "skip" else None,
-            step_timeout_s=trainer.env_step_timeout_s,
-        )
+        with progress.timer.phase("collect_env"):  # the env's steps and collect's own work; the policy apart
+            trajectories = collect(
+                TimedAgent(parts.policy, progress.timer, "collect_policy"), run.env.name, env_kwargs=parts.env_kwargs,
+                group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False,
+                group_seeds=[seeds[g] for g in my_groups], first_group_id=local.groups_used,
+                first_trajectory_id=local.trajectories_used,
+                on_env_error=failures.append if trainer.on_env_error == "skip" else None,
+                step_timeout_s=trainer.env_step_timeout_s,
+            )
         local.groups_used += len(my_groups)
         local.trajectories_used += len(trajectories) + len(failures)  # a failed episode's id stays used
         local.faults.extend(failures)
@@ -342,7 +348,8 @@ def model_based_step(
                                        new_real_steps=progress.real_env_steps - progress.ledger.steps_at_refit,
                                        fit_seed=derive_seed(parts.run.seed, "world-model-fit", iteration),
                                        log=lambda text, steps=progress.real_env_steps: parts.logger.log_text(
-                                           "imagination/gate", text, real_env_steps=steps))
+                                           "imagination/gate", text, real_env_steps=steps),
+                                       phase=progress.timer.phase)
     model_metrics, gate.is_open = broadcast_json(fabric, [model_metrics, gate.is_open])
     broadcast_module_(fabric, world_model)
     if "wm/fit_trajectories" in model_metrics:  # it was refitted: every real step so far is in its data
@@ -369,12 +376,15 @@ def imagine(
     else:
         branches = sample_branch_points(list(progress.recent), n_imagined, start_share=imagination.start_share,
                                         rng=progress.branch_rng)
-    imagined = imagine_groups(  # this process's share of the branches; ids counted from 0
-        parts.policy, parts.world_model, run.env.name, parts.env_kwargs,
-        [branches[b] for b in shard(len(branches), fabric.world_size, fabric.global_rank)], group_size=group_size,
-        config=imagination, seed=rank_seed(derive_seed(run.seed, "dream", iteration), fabric.global_rank),
-        max_turns=run.trainer.max_turns, success_reward=run.env.success_reward,
-    )
+    timer = progress.timer
+    with timer.phase("imagine_other"):  # branching and collect's own work; the policy and the model apart
+        imagined = imagine_groups(  # this process's share of the branches; ids counted from 0
+            TimedAgent(parts.policy, timer, "imagine_policy"), TimedWorldModel(parts.world_model, timer, "imagine_model"),
+            run.env.name, parts.env_kwargs,
+            [branches[b] for b in shard(len(branches), fabric.world_size, fabric.global_rank)], group_size=group_size,
+            config=imagination, seed=rank_seed(derive_seed(run.seed, "dream", iteration), fabric.global_rank),
+            max_turns=run.trainer.max_turns, success_reward=run.env.success_reward,
+        )
     imagined = gather_imagined(fabric, imagined, branches, first_group=progress.next_ids["group"],
                                first_trajectory=progress.next_ids["trajectory"])
     progress.take_ids(len(imagined.groups), len(imagined.trajectories))
@@ -397,9 +407,11 @@ def update_policy(
                                          imagined_weight=imagination.imagined_weight)
     if not trajectories:  # empty only when dynamic sampling found no informative group
         return trajectories, {}
-    batch, advantages, value, advantage_metrics = estimate_advantages(parts, progress, iteration, trajectories,
-                                                                      weights, imagined)
-    stats = clipped_update(parts, progress, iteration, batch, advantages, value)
+    with progress.timer.phase("advantages"):
+        batch, advantages, value, advantage_metrics = estimate_advantages(parts, progress, iteration, trajectories,
+                                                                          weights, imagined)
+    with progress.timer.phase("update"):
+        stats = clipped_update(parts, progress, iteration, batch, advantages, value)
     if value is not None:  # the critic was fitted on this update's real turns (and any imagined ones)
         progress.ledger.critic_real_steps += count_env_steps(kept)
     return trajectories, {**advantage_metrics, **stats}
@@ -483,6 +495,7 @@ def log_iteration(
         metrics.update({**evaluate_policy(parts, progress), **mark_metrics(marks)})
     if iteration % trainer.transcripts_every == 0 and trajectories:
         logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=progress.real_env_steps)
+    metrics.update(progress.timer.metrics())  # the iteration's phases so far (its evaluation included)
     logger.log(metrics, real_env_steps=progress.real_env_steps, iteration=iteration)
     progress.history.append({"iteration": iteration, "charts/real_env_steps": progress.real_env_steps, **metrics})
 
