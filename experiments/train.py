@@ -154,14 +154,14 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
                                   warm_start_env_steps=count_env_steps(warm.experts),
                                   warm_start_check_steps=warm.check_steps)
     if world_model is not None and warm.experts and imagination.fit_on_warm_start:  # (never when resuming)
-        fit_on_experts(parts, progress, warm.experts)
+        with progress.timer.phase("wm_fit"):  # charged to iteration 1, as the first evaluation is
+            fit_on_experts(parts, progress, warm.experts)
     first_iteration = start_or_resume(parts, progress, checkpoint)
 
     # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
     bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{run.algo.name}",
                initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not rank0)
     for iteration in bar:
-        progress.timer.reset()
         with progress.timer.phase("other"):  # what no named phase takes: planning, bookkeeping, logging
             iteration_start = time.monotonic()
             n_real, n_imagined = plan_groups(parts, progress, iteration)
@@ -180,6 +180,7 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
                 **update_metrics,
             }
             log_iteration(parts, progress, iteration, metrics, trajectories)
+            progress.timer.reset()  # the next iteration's phases from here
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=progress.real_env_steps)
         if end_iteration(parts, progress, iteration, evaluated="eval/success_rate" in metrics):
             break

@@ -12,6 +12,7 @@ from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
 from world_model.fitting import refit_any_on_store
 from world_model.metrics import one_step_accuracy
+from world_model.plain_fit import refit_plain_on_store
 from world_model.protocol import WorldModelLike
 
 
@@ -41,9 +42,9 @@ def refit_and_gate(
                 f"(threshold {config.gate_threshold})")
     if first_fit or refit_due(config, iteration, new_real_steps):
         with phase("wm_fit"):
-            fit = refit_any_on_store(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
-                                     batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories,
-                                     seed=fit_seed)
+            refit = refit_plain_on_store if config.fit_loop == "plain" else refit_any_on_store
+            fit = refit(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
+                        batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories, seed=fit_seed)
         metrics["wm/train_loss"] = fit.get("wm/loss", float("nan"))  # the last step's batch loss
         metrics["wm/fit_trajectories"] = float(fit["trajectories"])
     return metrics
