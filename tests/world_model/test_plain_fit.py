@@ -5,6 +5,7 @@ import torch
 
 from envs import TrajectoryStore
 from imagination.config import ImaginationConfig
+from world_model.data import trainable
 from world_model.lightning_module import fit_world_model, refit_on_store
 from world_model.plain_fit import fit_plain, plain_steps, refit_plain_on_store
 
@@ -30,12 +31,16 @@ def test_plain_steps_refuses_an_empty_pass():
         plain_steps([], lambda b: w * b, torch.optim.SGD([w], lr=0.1), max_steps=1)
 
 
-@pytest.mark.parametrize("steps", [1, 7])  # 24 trajectories in batches of 8: 7 steps begin a third pass
-def test_fit_plain_leaves_the_lightning_fits_weights(hn_tokenizer, steps):
-    data = hidden_number_trajectories(seed=0, groups=3)
+# (trajectories, batch size, steps): one step; a partial last batch, into a third pass; a full last
+# batch, into a second pass (the pass that a sampler asked once too often would shuffle differently).
+@pytest.mark.parametrize(("count", "batch_size", "steps"), [(16, 8, 1), (13, 8, 5), (16, 8, 3)])
+def test_fit_plain_leaves_the_lightning_fits_weights(hn_tokenizer, count, batch_size, steps):
+    data = trainable(hidden_number_trajectories(seed=0, groups=8))[:count]
+    assert len(data) == count
     lightning, plain = tiny_model(hn_tokenizer, seed=0), tiny_model(hn_tokenizer, seed=0)
-    reference = fit_world_model(data, [], lightning, max_steps=steps, batch_size=8, lr=5e-3, seed=4, score_train=False)
-    got = fit_plain(data, [], plain, max_steps=steps, batch_size=8, lr=5e-3, seed=4)
+    reference = fit_world_model(data, [], lightning, max_steps=steps, batch_size=batch_size, lr=5e-3, seed=4,
+                                score_train=False)
+    got = fit_plain(data, [], plain, max_steps=steps, batch_size=batch_size, lr=5e-3, seed=4)
     assert got["steps"] == steps and not plain.training
     assert got["wm/loss"] == reference["wm/loss"]
     expected = lightning.state_dict()
