@@ -18,7 +18,8 @@ the rest of imagination, ``collect_policy`` the policy sampling of real collecti
 env and the rest of real collection, ``advantages``, ``update``, ``eval`` (held-out evaluations),
 ``other`` (planning, bookkeeping, logging).
 
-Printed per env and arm, for the first iteration (which holds the first fit) and for the later ones
+Printed per env and arm, for the first iteration (which holds the first fit, and also the fit on the
+warm start's experts and the evaluation before the loop where a run has them) and for the later ones
 (steady state): per phase, process CPU seconds per iteration, share of the total and CPU seconds per
 real env step; then every arm's CPU and wall per real step and their ratio to the model-free twin
 (with and without evaluation), its whole process's CPU and wall seconds (imports and warm start
@@ -39,8 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.sample_efficiency import MODEL_BASED
-from experiments.reporting.runs import read_records
 from experiments.phase_timer import METRIC_PREFIX
+from experiments.reporting.runs import read_records
 
 ARMS: dict[str, list[str]] = {
     "mf": ["imagination=model_free"],
