@@ -23,8 +23,8 @@ Printed per env and arm, for the first iteration (which holds the first fit, and
 warm start's experts and the evaluation before the loop where a run has them) and for the later ones
 (steady state): per phase, process CPU seconds per iteration, share of the total and CPU seconds per
 real env step; then every arm's CPU and wall per real step and their ratio to the model-free twin
-(with and without evaluation), its whole process's CPU and wall seconds (imports and warm start
-included) and its peak resident memory (``ru_maxrss``). Process CPU time (``time.process_time``) is
+(with and without evaluation), its process's CPU seconds (imports and warm start
+included) and wall seconds (from after the imports) and its peak resident memory (``ru_maxrss``). Process CPU time (``time.process_time``) is
 the main figure: on a shared machine wall time also counts the waits for a core.
 """
 
