@@ -63,9 +63,6 @@ class DecoderSection:
                              f"world_model.decoder.model_size ({self.model_size})")
 
 
-WORLD_MODELS = ("latent", "lm")
-
-
 @dataclass
 class WorldModelOptions:
     """Which world model (``name``), its sizes and the word caps of its tokenizer."""
@@ -107,8 +104,10 @@ class WorldModelOptions:
     def __post_init__(self) -> None:
         if self.disagreement not in ("max", "mean", "sum"):
             raise ValueError(f"world_model.disagreement must be 'max', 'mean' or 'sum', got {self.disagreement!r}")
-        if self.name not in WORLD_MODELS:
-            raise ValueError(f"world_model.name must be one of {WORLD_MODELS}, got {self.name!r}")
+        # Imported here: the kinds table imports the models, which import this module.
+        from world_model.kinds import kind_named
+
+        kind_named(self.name)
         if isinstance(self.lm, dict):
             self.lm = LMOptions(**self.lm)
         if isinstance(self.encoder, dict):  # built by hand rather than by Hydra
