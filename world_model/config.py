@@ -1,8 +1,9 @@
 """``WorldModelOptions``: the ``world_model`` Hydra group, the world model's sizes and word caps.
 
-Its ``encoder`` and ``decoder`` sections hold the knobs of ``EncoderConfig`` and ``DecoderConfig``
-field for field; the sizes that come from the tokenizer (vocabulary, row lengths) are filled at build
-time by ``WorldModelConfig.from_options``, which is what a saved model's config.json records.
+Its ``encoder`` and ``decoder`` sections declare the knobs of the encoder and decoder once:
+``EncoderConfig`` and ``DecoderConfig`` extend them with the sizes that come from the tokenizer
+(vocabulary, row lengths), filled at build time by ``WorldModelConfig.from_options``, which is what a
+saved model's config.json records.
 """
 
 from __future__ import annotations
