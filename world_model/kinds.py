@@ -4,10 +4,11 @@ fitting and loading all read, so a new kind is one entry here rather than a bran
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from world_model.config import WorldModelOptions
+from world_model.ensemble_options import EnsembleOptions
 from world_model.lightning_module import fit_world_model
 from world_model.lm.config import LMWorldModelConfig
 from world_model.lm.fit import fit_lm_world_model
@@ -35,9 +36,9 @@ def _build_latent(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: in
 
 
 def _build_lm(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int) -> LMWorldModel:
+    ensemble = {f.name: getattr(options, f.name) for f in fields(EnsembleOptions)}  # declared once
     config = LMWorldModelConfig(options.lm, tokenizer.limits.observation, tokenizer.limits.action, len(tokenizer),
-                                num_members=options.num_members, head_hidden=options.head_hidden,
-                                disagreement=options.disagreement)
+                                **ensemble)
     return LMWorldModel(config, tokenizer, seed=seed).to(options.lm.device)
 
 
