@@ -66,6 +66,11 @@ class DecoderSection:
                              f"world_model.decoder.model_size ({self.model_size})")
 
 
+KIND_NAMES = ("latent", "lm")
+"""The names of ``world_model.kinds.KINDS``, spelled here so that validating a config imports no model
+(the table imports the models, which import this module); a test holds the two equal."""
+
+
 @dataclass
 class WorldModelOptions(LatentOptions):
     """Which world model (``name``), its sizes and the word caps of its tokenizer; the ensemble options
@@ -91,11 +96,9 @@ class WorldModelOptions(LatentOptions):
     """Words kept of each action; None uses the env's own cap."""
 
     def __post_init__(self) -> None:
-        # Imported here: the kinds table imports the models, which import this module.
-        from world_model.kinds import kind_named
-
         check_score(self.disagreement, "world_model.disagreement")
-        kind_named(self.name)
+        if self.name not in KIND_NAMES:
+            raise ValueError(f"world_model.name must be one of {KIND_NAMES}, got {self.name!r}")
         if isinstance(self.lm, dict):
             self.lm = LMOptions(**self.lm)
         if isinstance(self.encoder, dict):  # built by hand rather than by Hydra

@@ -39,3 +39,9 @@ def test_each_kind_builds_saves_and_loads_as_its_own_class(name, tmp_path):
     assert kind_of(model) is KINDS[name]
     model.save_pretrained(tmp_path)
     assert type(load_world_model(tmp_path)) is type(model)
+
+
+def test_the_config_knows_exactly_the_kinds_of_the_table():
+    from world_model.config import KIND_NAMES
+
+    assert KIND_NAMES == tuple(KINDS)
