@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import pathlib
 import random
+import re
 import subprocess
 import sys
 
@@ -293,3 +294,32 @@ def test_a_fitted_model_answers_a_malformed_action_with_the_env_error(fitted_fol
     observation, reward, terminated, truncated, info = env.step(action)
     assert observation == HN_ERROR_RENDERED
     assert (reward, terminated, truncated, info["valid"]) == (0.0, False, False, False)
+
+
+# --- the docs' example -----------------------------------------------------------------------------------
+def test_the_docs_loop_runs_in_the_dream_and_the_real_env(folders, capsys):
+    """The one python block of docs/dream_gym.md, with a tiny saved model as its world model."""
+    page = (ROOT / "docs" / "dream_gym.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    assert len(blocks) == 1
+    line = 'WORLD_MODEL = "outputs/world_model"  # a saved world model\'s folder'
+    assert line in blocks[0]
+    exec(blocks[0].replace(line, f"WORLD_MODEL = {folders['hidden_number']!r}"), {"__name__": "doc_example"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("dream: return ") and printed[1].startswith("real: return ")
+    # the bisecting agent finds the number in the real env within its 6 turns: return 1
+    assert printed[1].startswith("real: return 1.0, ")
+
+
+@pytest.mark.slow
+def test_the_library_imports_without_gymnasium():
+    """gymnasium is an optional extra: with it made unimportable, every package still imports."""
+    code = (
+        "import sys\n"
+        "sys.modules['gymnasium'] = None  # import gymnasium now raises ImportError\n"
+        "import envs, world_model, critic, policy, imagination, experiments\n"
+        "print('ok')\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
