@@ -43,8 +43,9 @@ RESET_OPTIONS = ("env_seed", "trajectory_id", "turn")
 
 
 def text_charset(tokenizer: TurnTokenizer) -> frozenset[str]:
-    """Every character the model can write (those of its words) plus printable ASCII, whitespace
-    included, which covers the envs' own texts and lets ``action_space.sample()`` type anything."""
+    """Every character the model can write (those of its words: the LM world model too maps its
+    text back onto them) plus printable ASCII, whitespace included, which covers the envs' own
+    texts and lets ``action_space.sample()`` type anything."""
     return frozenset("".join(tokenizer.tokenizer.get_vocab())) | frozenset(string.printable)
 
 
