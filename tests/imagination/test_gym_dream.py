@@ -132,6 +132,20 @@ def test_an_env_seed_option_starts_from_that_real_seed(folders):
         env.reset(seed=0, options={"seed": 3})
 
 
+def test_a_sync_vector_env_seeds_its_envs_seed_plus_index(folders):
+    """gymnasium's rule for ``make_vec(...).reset(seed=s)``: env i is reset with seed ``s + i``."""
+    vector = gymnasium.make_vec(f"imagination.gym_dream:{gym_dream.ENV_ID}", num_envs=2, vectorization_mode="sync",
+                                world_model=folders["hidden_number"], env="hidden_number")  # fmt: skip
+    observations, _ = vector.reset(seed=10)
+    answers, rewards, *_ = vector.step(("guess(8)", "guess(8)"))
+    assert answers[0] != answers[1]  # one intro, one action: only the seeds tell the two apart
+    for i in range(2):
+        single = dream(folders["hidden_number"])
+        assert single.reset(seed=10 + i)[0] == observations[i]
+        observation, reward, *_ = single.step("guess(8)")
+        assert (observation, reward) == (answers[i], rewards[i])
+
+
 # --- actions and info --------------------------------------------------------------------------------
 @pytest.mark.parametrize("action", MALFORMED)
 def test_a_malformed_action_is_answered_not_raised(folders, action):
@@ -191,6 +205,11 @@ def test_store_starts_are_recorded_real_states(folders, store_and_episodes):
         assert observation == (recorded.turns[k - 1].next_observation if k else recorded.turns[0].observation)
         starts.add((recorded.trajectory_id, k))
     assert len({t for t, _ in starts}) == 4 and len({k for _, k in starts}) > 1
+
+
+def test_check_env_passes_with_starts_from_a_store(folders, store_and_episodes):
+    store, _ = store_and_episodes
+    check_env(dream(folders["hidden_number"], store=store.path).unwrapped)
 
 
 def test_a_trajectory_option_starts_after_that_turn(folders, store_and_episodes):
@@ -253,7 +272,10 @@ def test_gymnasium_make_imports_the_module_itself(folders):
 def test_gymnasium_make_finds_the_env_through_the_installed_entry_point(folders):
     installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="gymnasium.envs")}
     if installed.get("reverie") != "imagination.gym_dream:register_envs":
-        pytest.skip("the installed reverie distribution declares no gymnasium.envs entry point (reinstall it)")
+        pytest.skip(
+            "the installed reverie distribution declares no gymnasium.envs entry point: it was installed "
+            "from a checkout without it (pip install -e . from this one adds it)"
+        )
     if not hasattr(gymnasium.envs.registration, "load_plugin_envs"):
         pytest.skip(f"gymnasium {gymnasium.__version__} loads no plugin entry points (removed in 1.0)")
     done = run_without_reverie_import(gym_dream.ENV_ID, folders["hidden_number"])
