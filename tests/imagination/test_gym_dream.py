@@ -183,6 +183,26 @@ def test_info_carries_the_disagreement_and_the_halt(folders, patch_steps):
         assert (truncated, info["halted"], info["would_halt"], terminated) == expected, (threshold, max_turns)
 
 
+def test_reward_and_done_follow_the_text_rule_not_the_heads(folders, patch_steps):
+    """hidden_number's rule, by hand: reward 1 and the end iff the last line is ``guess k : correct``;
+    the heads say reward 0.25 and done every turn, and must be ignored."""
+    env = dream(folders["hidden_number"], env_kwargs={"max_turns": 20})
+    patch_steps(env.unwrapped.model, reward=0.25, done=True)
+    for seed in range(3):
+        env.reset(seed=seed)
+        observation, reward, terminated, _, info = env.step("guess(8)")
+        correct = re.fullmatch(r"guess \d+ : correct", observation.split("\n")[-1]) is not None
+        assert (reward, terminated) == (float(correct), correct) and info["model_reward"] == 0.25
+
+
+def test_an_env_without_a_rule_reads_the_heads(folders, patch_steps, model_outcomes):
+    env = dream(folders["hidden_number"])
+    patch_steps(env.unwrapped.model, reward=0.25, done=True)
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step("guess(8)")
+    assert (reward, terminated, truncated, info["outcome_from"]) == (0.25, True, False, "model")
+
+
 # --- starts from a store -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def store_and_episodes(tmp_path_factory):
