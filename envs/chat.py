@@ -38,7 +38,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from envs.strict_json import strict_dumps
 from envs.trajectory import Trajectory, Turn
 
 OBSERVATION_ROLES = ("user", "tool")
@@ -95,7 +94,7 @@ def export_chat_jsonl(
     """Write one chat record per line; the file appears complete or not at all (temp file + rename)."""
     path = Path(path)
     lines = [
-        strict_dumps(trajectory_to_chat_record(t, system_prompt), ensure_ascii=False) for t in trajectories
+        json.dumps(trajectory_to_chat_record(t, system_prompt), ensure_ascii=False) for t in trajectories
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex}")
