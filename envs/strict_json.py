@@ -2,7 +2,7 @@
 
 Python's ``json`` writes a float NaN as the bare word ``NaN``, which JSON does not have: JavaScript's
 ``JSON.parse``, ``jq`` and most other languages' parsers reject the whole file. Every JSON file the
-project writes (summaries, ``metrics.jsonl`` records, markers, exported episodes, saved configs)
+project writes (summaries, ``metrics.jsonl`` records, markers, the trajectory store, saved configs)
 goes through ``strict_dumps``, so a figure that was not defined (a return gap with nothing imagined)
 reads as null, and ``allow_nan=False`` makes any non-finite value that slips past an error here.
 """
