@@ -426,7 +426,7 @@ def test_cli_on_a_sweep_prints_the_table_then_the_paths(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("| configuration") and "real steps to 0.8" in lines[0]
-    assert lines[2].startswith("| algo=grpo,imagination.ratio=0.75")
+    assert lines[2].startswith("| hidden_number: algo=grpo,imagination.ratio=0.75")
     assert lines[-2] == f"plot: {sweep / 'report.png'}" and lines[-1] == f"table: {sweep / 'report.md'}"
     assert (sweep / "report.png").is_file() and (sweep / "report.md").is_file()
 
