@@ -248,12 +248,11 @@ def ledger_table(configs: Mapping[str, Sequence[Run]]) -> str:
 
 def overrides_table(configs: Mapping[str, Sequence[Run]], ignore: Sequence[str]) -> str:
     """The key to the labels: the overrides every configuration shares, once, then each
-    configuration's env and the overrides that set it apart (a label shows only some of them)."""
-    keys = {label: dict(runs[0].config_key(ignore)) for label, runs in configs.items()}
-    differing, shared = differing_overrides(list(keys.values()))
-    lines = [["configuration", "env", "overrides that differ"]]
+    configuration's env and full overrides (a label shows only some of those that differ)."""
+    keys = {label: runs[0].config_key(ignore) for label, runs in configs.items()}
+    _, shared = differing_overrides([dict(key) for key in keys.values()])
+    lines = [["configuration", "env", "overrides"]]
     for label, runs in configs.items():
-        pairs = " ".join(f"{k}={keys[label][k]}" for k in differing if k in keys[label])
-        lines.append([label, runs[0].env or "-", pairs or "-"])
+        lines.append([label, runs[0].env or "-", " ".join(f"{k}={v}" for k, v in keys[label]) or "-"])
     common = " ".join(f"`{k}={v}`" for k, v in shared.items()) or "none"
     return f"Shared by every configuration: {common}.\n\n" + _markdown(lines)
