@@ -46,6 +46,7 @@ from critic.base import CriticStates
 from critic.config import LatentCriticSection
 from critic.history_text import HistoryText, from_messages, from_trajectory
 from critic.saved_layouts import upgrade_critic_layout
+from envs.strict_json import strict_dumps
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_nested, pad_rows
 
@@ -247,7 +248,7 @@ class LatentCritic(nn.Module, PyTorchModelHubMixin):
         folder = Path(save_directory)
         tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in self.state_dict().items()}
         safetensors.torch.save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-        (folder / CONFIG_FILE).write_text(json.dumps(asdict(self.config), sort_keys=True, indent=2))
+        (folder / CONFIG_FILE).write_text(strict_dumps(asdict(self.config), sort_keys=True, indent=2))
         self.tokenizer.save(folder)
 
     @classmethod

@@ -15,7 +15,6 @@ directory: ``config.yaml`` (resolved), ``tensorboard/``, ``checkpoints/last.ckpt
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from omegaconf import DictConfig
 from envs import ExpertAgent, RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
+from envs.strict_json import strict_dumps
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
 from experiments.world_model_builder import build_world_model
@@ -105,7 +105,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
         "val_before": parts("val_before"), "val_after": parts("val_after"), "train_after": parts("train_after"),
         "collect_s": collect_s, "fit_s": metrics["fit_s"], "wall_s": time.monotonic() - start,
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (run_dir / "summary.json").write_text(strict_dumps(summary, indent=2))
     return summary
 
 

@@ -17,7 +17,6 @@ or ``failed`` marker.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import random
 import sys
@@ -34,6 +33,7 @@ from tqdm.auto import tqdm
 
 from envs import EnvFailure, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.seeding import derive_seed, seed_global_rngs
+from envs.strict_json import strict_dumps
 from experiments.build import (
     RunParts,
     WarmStart,
@@ -527,7 +527,7 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
         if parts.rank0:
             print(format_imagination_summary(summary["imagination"]))
     if parts.rank0:
-        (parts.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (parts.run_dir / "summary.json").write_text(strict_dumps(summary, indent=2))
     return summary
 
 

@@ -31,6 +31,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
+from envs.strict_json import strict_dumps
+
 CACHE_FORMAT = 1  # raise when what a cached folder holds changes
 WEIGHTS = "model.safetensors"
 INPUTS = "inputs.json"
@@ -90,8 +92,8 @@ def save_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.
     atomically; returns the folder. The count goes first: a folder whose weights can be read has it."""
     folder = Path(cache_dir) / warm_start_key(inputs)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / INPUTS).write_text(json.dumps(inputs, indent=2, sort_keys=True, default=str) + "\n")
-    record = json.dumps({"check_steps": int(check_steps)}) + "\n"
+    (folder / INPUTS).write_text(strict_dumps(inputs, indent=2, sort_keys=True, default=str) + "\n")
+    record = strict_dumps({"check_steps": int(check_steps)}) + "\n"
     write_atomically(folder / CHECKS, lambda temporary: Path(temporary).write_text(record, encoding="utf-8"))
     write_atomically(folder / WEIGHTS, lambda temporary: save_model(model, temporary))
     return folder

@@ -23,7 +23,7 @@ from experiments.reporting.curves import (
     t_interval,
     value_at_budget,
 )
-from experiments.reporting.runs import Run
+from experiments.reporting.runs import Run, differing_overrides
 
 
 @dataclass(frozen=True)
@@ -247,8 +247,12 @@ def ledger_table(configs: Mapping[str, Sequence[Run]]) -> str:
 
 
 def overrides_table(configs: Mapping[str, Sequence[Run]], ignore: Sequence[str]) -> str:
-    """Each configuration's full overrides (the label shows only what differs between them)."""
-    lines = [["configuration", "overrides"]]
+    """The key to the labels: the overrides every configuration shares, once, then each
+    configuration's env and full overrides (a label shows only some of those that differ)."""
+    keys = {label: runs[0].config_key(ignore) for label, runs in configs.items()}
+    _, shared = differing_overrides([dict(key) for key in keys.values()])
+    lines = [["configuration", "env", "overrides"]]
     for label, runs in configs.items():
-        lines.append([label, " ".join(f"{k}={v}" for k, v in runs[0].config_key(ignore)) or "-"])
-    return _markdown(lines)
+        lines.append([label, runs[0].env or "-", " ".join(f"{k}={v}" for k, v in keys[label]) or "-"])
+    common = " ".join(f"`{k}={v}`" for k, v in shared.items()) or "none"
+    return f"Shared by every configuration: {common}.\n\n" + _markdown(lines)
