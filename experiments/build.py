@@ -37,7 +37,7 @@ from imagination.step_groups.real_branch import RealEnvBrancher
 from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOConfig, PPOLearner
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, load_local_pretrained
+from policy.model import build_tiny_lm, load_pretrained
 from policy.transcripts import transcript_trajectories
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model import TurnTokenizer, token_limits
@@ -73,10 +73,11 @@ class RunParts:
 
 
 def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
-    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a local pretrained model directory; each
+    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a pretrained model (a local folder, a GGUF
+    file or a packaged model: ``policy.model_source``); each
     process (``rank``) samples from its own stream."""
     if run.policy.pretrained:
-        model, tokenizer = load_local_pretrained(run.policy.pretrained)
+        model, tokenizer = load_pretrained(run.policy.pretrained, run.policy.model_cache_dir)
     else:
         tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, dict(run.env.kwargs), vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
