@@ -162,7 +162,8 @@ def build_learner(
     # and its state dict is the original's); sampling and save_policy read the eager policy.model.
     update_model = torch.compile(policy.model, dynamic=True) if run.trainer.compile else policy.model
     learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
-                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates)
+                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates,
+                         scored_logits=run.policy.scored_logits)
     return learner, None if isinstance(ref_model, AdaptersOff) else ref_model
 
 
