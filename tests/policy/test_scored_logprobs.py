@@ -72,3 +72,32 @@ def test_gradients_flow_through_the_scored_logprobs():
     logp, _ = scored_token_logprobs(model, ids, attention, response)
     logp.sum().backward()
     assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
+
+
+def test_the_learner_with_scored_logits_applies_the_head_at_the_scored_positions_only_and_updates_alike():
+    import copy
+
+    from lightning.fabric import Fabric
+
+    from policy.batch import TokenBatch
+    from policy.learner import PPOConfig, PPOLearner
+
+    ids, attention, response = left_padded_batch()
+    tokens = TokenBatch(ids, attention, response)
+    advantages = response * torch.tensor([[1.0], [-0.5], [2.0]])  # (B, L)
+    cfg = PPOConfig(epochs=2, minibatch_size=2, kl_coef=0.2, entropy_coef=0.01, max_grad_norm=None, lr=1e-2)
+    results = {}
+    for scored in (False, True):
+        model = tiny_lm().train()
+        seen = []
+        model.lm_head.register_forward_hook(lambda module, inputs, output, seen=seen: seen.append(inputs[0].dim()))
+        learner = PPOLearner(Fabric(accelerator="cpu", devices=1), model, cfg, seed=0,
+                             ref_model=copy.deepcopy(tiny_lm()), scored_logits=scored)
+        metrics = learner.update(tokens, advantages)  # old log-probs recomputed: that pass too
+        results[scored] = (metrics, {n: p.detach().clone() for n, p in model.named_parameters()}, seen)
+    (full_metrics, full_weights, full_seen), (metrics, weights, seen) = results[False], results[True]
+    assert set(full_seen) == {3} and set(seen) == {2}  # (b, L, D) hidden states vs (N, D) gathered ones
+    for key in ("losses/policy_loss", "losses/approx_kl", "losses/kl_ref", "losses/entropy", "losses/grad_norm"):
+        assert abs(metrics[key] - full_metrics[key]) < 1e-5, key
+    for name, weight in weights.items():
+        torch.testing.assert_close(weight, full_weights[name], atol=1e-5, rtol=0)
