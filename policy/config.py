@@ -1,6 +1,7 @@
 """The LM policy's configuration: which model, how the history is rendered, how actions are sampled.
 
-A Hydra structured config: primitives and ``Optional[str]`` only, ranges checked in ``__post_init__``.
+A Hydra structured config: primitives, ``Optional[str]``, a list of names and the nested ``LoRAConfig``;
+ranges checked in ``__post_init__``.
 """
 
 from __future__ import annotations

@@ -92,12 +92,24 @@ def cached_folder(gguf_file: Path, cache_dir: str | os.PathLike | None) -> Path:
     try:
         dequantise(gguf_file, staging)
         (staging / SOURCE_RECORD).write_text(json.dumps({"file": gguf_file.name, "sha256": sha}, indent=2))
-        if folder.exists():  # an incomplete folder (no record): replaced
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
+        publish(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def publish(staging: Path, folder: Path) -> None:
+    """Rename the complete ``staging`` folder to ``folder``, unless another process (another rank) has
+    published it meanwhile; an incomplete folder left by an interrupted write is replaced."""
+    if (folder / SOURCE_RECORD).is_file():
+        return
+    if folder.exists():
+        shutil.rmtree(folder)
+    try:
+        os.replace(staging, folder)
+    except OSError:  # another process renamed its own copy there first
+        if not (folder / SOURCE_RECORD).is_file():
+            raise
 
 
 def dequantise(gguf_file: Path, folder: Path) -> None:

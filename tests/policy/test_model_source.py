@@ -96,3 +96,14 @@ def test_a_packaged_model_whose_wheel_is_absent_says_how_to_install_it(tmp_path,
 def test_the_default_cache_is_under_the_users_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert model_source.default_cache_dir() == tmp_path / "reverie" / "models"
+
+
+def test_a_folder_left_incomplete_by_an_interrupted_write_is_written_again(tiny_gguf, tmp_path):
+    path, written = tiny_gguf
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    broken = tmp_path / "cache" / f"tiny-{sha[:16]}"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{")  # cut short: no gguf_source.json was written
+    model, _ = load_pretrained(str(path), tmp_path / "cache")
+    np.testing.assert_array_equal(model.model.embed_tokens.weight.detach().numpy(), written["token_embd.weight"])
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [broken.name]  # no staging folder left either
