@@ -23,3 +23,15 @@ def test_the_tiny_policy_keeps_every_weight_trainable_and_the_full_logits():
 def test_lora_on_the_tiny_model_is_refused_naming_the_key():
     with pytest.raises(Exception, match=r"lora\.rank > 0 needs a pretrained model"):
         validate(compose_config(["policy.lora.rank=4"]))
+
+
+def test_a_run_recorded_before_the_lora_keys_resumes_as_it_ran():
+    from experiments.config_renames import upgrade_record
+    from experiments.resume import config_differences, config_record
+
+    current = config_record(validate(compose_config(["policy=pretrained", "policy.pretrained=/models/x",
+                                                     "policy.scored_logits=false"])))
+    old = {group: dict(values) if isinstance(values, dict) else values for group, values in current.items()}
+    for key in ("lora", "scored_logits", "model_cache_dir"):
+        del old["policy"][key]
+    assert config_differences(upgrade_record(old), current) == []
