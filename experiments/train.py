@@ -569,8 +569,7 @@ def critic_advantages(
 
 def save_policy(policy: LMPolicy, folder: Path) -> None:
     """A Hugging Face model directory (safetensors + config + tokenizer): loadable, never unpickled."""
-    policy.model.save_pretrained(folder)
-    policy.tokenizer.save_pretrained(folder)
+    policy.save(folder)
 
 
 @hydra.main(config_path="conf", config_name="train", version_base=None)

@@ -39,13 +39,19 @@ INPUTS = "inputs.json"
 CHECKS = "checks.json"
 
 
+# Policy options that only a pretrained policy reads (it is never warm-started): left out of the key, so
+# adding them kept the tiny policies' cached folders valid.
+PRETRAINED_ONLY_KEYS = ("model_cache_dir", "lora", "scored_logits")
+
+
 def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: Any, warm_start_config: Any,
                       max_turns: int | None, seed: int) -> dict[str, Any]:
     """Everything cloning depends on, as plain JSON values (the cache folder's own option left out)."""
     warm_start = {k: v for k, v in dataclasses.asdict(warm_start_config).items() if k not in ("cache_dir", "enabled")}
     return {
         "format": CACHE_FORMAT, "torch": torch.__version__, "env": env_name, "env_kwargs": env_kwargs,
-        "policy": dataclasses.asdict(policy_config), "warm_start": warm_start, "max_turns": max_turns, "seed": seed,
+        "policy": {k: v for k, v in dataclasses.asdict(policy_config).items() if k not in PRETRAINED_ONLY_KEYS},
+        "warm_start": warm_start, "max_turns": max_turns, "seed": seed,
     }
 
 
