@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 bench: $(STAMP)
-	$(PY) -m experiments.benchmarks.envs
+	$(PY) -m benchmarks.envs
 
 clean:
 	rm -rf $(VENV) outputs multirun

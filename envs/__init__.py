@@ -2,8 +2,9 @@
 
 ``import envs`` gives the public names: ``envs.make("sokoban")``, ``envs.collect(...)``,
 ``envs.Trajectory``, ``envs.TrajectoryStore``, ... The rollout records and ``collect`` are imported
-here; ``make`` and ``split_seeds`` (they import every environment), the store (``datasets``) and
-chat I/O on first use (PEP 562), so importing one submodule such as ``envs.base`` stays cheap.
+here; ``make``, ``split_seeds`` and the agent mix (they import every environment), the store
+(``datasets``) and chat I/O on first use (PEP 562), so importing one submodule such as ``envs.base``
+stays cheap.
 
 ``collect`` is imported eagerly on purpose: it shares its name with the submodule ``envs.collect``,
 and importing that submodule later would otherwise leave ``envs.collect`` naming the module.
@@ -36,6 +37,8 @@ _LAZY = {
     "import_chat_jsonl": "envs.chat",
     "ChatFormatError": "envs.chat",
     "split_seeds": "envs.splits",
+    "NoisyExpertAgent": "envs.mixed_agents",
+    "collect_mix": "envs.mixed_agents",
 }
 
 __all__ = [
@@ -60,8 +63,10 @@ __all__ = [
     # imported on first use (_LAZY)
     "ENVIRONMENTS",
     "ChatFormatError",
+    "NoisyExpertAgent",
     "StoreError",
     "TrajectoryStore",
+    "collect_mix",
     "export_chat_jsonl",
     "import_chat_jsonl",
     "make",
@@ -70,6 +75,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports these
     from envs.chat import ChatFormatError, export_chat_jsonl, import_chat_jsonl
+    from envs.mixed_agents import NoisyExpertAgent, collect_mix
     from envs.registry import ENVIRONMENTS, make
     from envs.splits import split_seeds
     from envs.store import StoreError, TrajectoryStore

@@ -39,8 +39,9 @@ from experiments.warm_start_cache import load_check_steps, load_warm_start, save
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
+from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
-from policy.learner import PPOConfig, PPOLearner
+from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, load_local_pretrained
 from policy.transcripts import transcript_trajectories
@@ -263,8 +264,7 @@ def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajec
     held_out = experts[: max(1, len(experts) // 10)]
     if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
         parts.store.append(experts)
-        fit_any(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
-                batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+        fit_any(experts[len(held_out):], [], world_model, **imagination.world_model_fit(first_fit=True).keywords(),
                 seed=derive_seed(parts.run.seed, "world-model-fit", 0))
         gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
         parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)

@@ -89,11 +89,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
     collect_s = time.monotonic() - start
 
     # 3. Fit, scoring held-out episodes before and after.
-    metrics = fit_any(
-        train, val, model, max_steps=run.fit.steps, max_epochs=run.fit.max_epochs, batch_size=run.fit.batch_size,
-        lr=run.fit.lr, weight_decay=run.fit.weight_decay, seed=derive_seed(run.seed, "wm-shuffle"),
-        log_dir=run_dir, progress=run.fit.progress, val_every_steps=run.fit.val_every_steps,
-    )
+    metrics = fit_any(train, val, model, **run.fit.keywords(), seed=derive_seed(run.seed, "wm-shuffle"), log_dir=run_dir)
     model.save_pretrained(run_dir / "world_model")
 
     def parts(prefix: str) -> dict[str, float]:

@@ -22,7 +22,7 @@ the world-model-only ranking (gamma 0) is played too, to show what the critic ad
 ``save_pretrained`` under ``--out`` (``world_model/`` and ``critic/``), then loads them back:
 
 - the world model (``fit_world_model``) on ``--train-episodes`` episodes of the agent mix of
-  ``experiments.benchmarks.critic_quality`` (random, expert, noisy expert), for coverage;
+  ``envs.mixed_agents`` (random, expert, noisy expert), for coverage;
 - the latent critic (``critic.fit``, Monte-Carlo returns with ``--gamma``) on ``--critic-episodes``
   episodes of ``NoisyExpertAgent`` alone (expert or random, half and half, per turn). A critic of
   the mix reads from a history who is playing (an expert opens with ``guess(8)``) and values that,
@@ -51,9 +51,9 @@ from critic.config import LatentCriticSection
 from critic.fit import fit_turn_critic, history_states, lambda_returns
 from envs.agent import AgentView
 from envs.collect import collect
+from envs.mixed_agents import NoisyExpertAgent, collect_mix
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
-from experiments.benchmarks.critic_quality import NoisyExpertAgent, collect_mix
 from world_model import WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
 from world_model.loading import load_world_model

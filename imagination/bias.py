@@ -21,7 +21,7 @@ def imagined_minus_real_return(
     returns count only the turns after the branch point, so the shared real prefix cancels. The real
     episode was played earlier, by the policy of up to ``recent_trajectories`` episodes ago, so the
     gap is model bias plus how much the policy improved since (plus the noise of one real
-    continuation per branch); ``experiments.benchmarks.imagination_gap`` separates the two on a
+    continuation per branch); ``benchmarks.imagination_gap`` separates the two on a
     finished run. NaN when there is no branch.
     """
     if len(branches) != len(imagined_groups):

@@ -9,8 +9,8 @@ PPO losses and the Fabric learner.
 from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
 from policy.advantages.config import ALGORITHMS, AlgoConfig
 from policy.batch import TokenBatch
-from policy.config import PolicyConfig
-from policy.learner import PPOConfig, PPOLearner
+from policy.config import PolicyConfig, PPOConfig
+from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from policy.rollout_batch import RolloutBatch, build_rollout_batch

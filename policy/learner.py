@@ -28,7 +28,6 @@ gradient all-reduce runs in lockstep; gradients are averaged across ranks by DDP
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,10 +35,9 @@ from lightning.fabric import Fabric
 
 from critic import CriticStates, token_values
 from policy.batch import TokenBatch
+from policy.config import PPOConfig
 from policy.logprobs import token_logprobs
 from policy.losses import (
-    AGG_MODES,
-    KL_KINDS,
     aggregate,
     clipped_value_loss,
     entropy_bonus,
@@ -51,89 +49,9 @@ from policy.losses import (
 from policy.minibatches import minibatch_indices, padding_columns, trim_columns
 from policy.value_targets import ValueTargets
 
-OLD_LOGP_SOURCES = ("sampling", "recompute")
-
 
 class NonFiniteUpdateError(RuntimeError):
     """Too many updates in a row had a non-finite loss or gradient."""
-
-
-@dataclass
-class PPOConfig:
-    """Hyper-parameters of one PPO update."""
-
-    epochs: int = 2
-    """Passes over the batch per update."""
-    minibatch_size: int = 64
-    """Rows per optimizer step (per rank); the last minibatch of a pass may be smaller."""
-    lr: float = 1e-4
-    """Adam learning rate of the policy."""
-    value_lr: float = 1e-3
-    """Adam learning rate of the value model."""
-    clip_low: float = 0.2
-    """Lower PPO clip: the ratio is clipped at ``1 - clip_low``."""
-    clip_high: float = 0.2
-    """Upper PPO clip: the ratio is clipped at ``1 + clip_high`` (DAPO's clip-higher when larger)."""
-    dual_clip: float | None = None
-    """Dual-clip constant ``c`` (> 1) bounding the loss of negative-advantage tokens; None turns it off."""
-    loss_agg: str = "token-mean"
-    """How token losses become one number: one of ``AGG_MODES`` (verl's names)."""
-    loss_scale_factor: float | None = None
-    """Divisor of ``seq-mean-token-sum-norm`` (Dr. GRPO). It must be a constant; the training loop fills
-    an unset value with the policy's action token budget (``policy.max_action_tokens``)."""
-    entropy_coef: float = 0.0
-    """Weight of the entropy bonus (subtracted from the loss)."""
-    value_coef: float = 0.5
-    """Weight of the value loss."""
-    value_clip: float | None = 0.2
-    """Clip range of the value prediction around the old value; None turns value clipping off."""
-    max_grad_norm: float | None = 1.0
-    """Gradient-norm clip applied to each model separately; None only measures the norm."""
-    kl_coef: float = 0.0
-    """Weight of the KL penalty to the reference policy (needs ``ref_model``)."""
-    kl_kind: str = "k3"
-    """KL estimator: one of ``KL_KINDS``."""
-    length_buckets: int = 4
-    """Length-aware minibatches (``policy.minibatches``): each epoch's shuffled rows are cut into buckets of
-    this many minibatches, each bucket sorted by row length before it is cut, so similar lengths share a
-    minibatch and trimming drops more padding; larger buckets leave less padding but less randomness in
-    which rows meet. 0: plain shuffled minibatches (with ``trim_padding=False``, the update of earlier
-    versions, bit for bit)."""
-    trim_padding: bool = True
-    """Cut each minibatch to its longest row (drop the leading columns that are padding in every row).
-    The losses do not change (padding is masked, positions come from the attention mask); rounding may."""
-    old_logp: str = "sampling"
-    """Where the training loop takes the ratio's old log-probs from: ``sampling``, the log-probs the policy
-    recorded while sampling each token (temperature 1, full fp32 on CPU; saves a forward pass over the
-    batch); ``recompute``, a no-grad pass of the learner over the first epoch's minibatches, so the first
-    ratios are exactly 1. Use ``recompute`` under mixed precision (``trainer.precision=bf16-mixed``):
-    sampling runs outside the learner's autocast, so its log-probs differ from the learner's by the
-    precision gap and the ratio would measure that gap rather than the update."""
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "minibatch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("lr", "value_lr", "clip_high", "entropy_coef", "value_coef", "kl_coef"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"PPOConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.clip_low < 1:
-            raise ValueError(f"PPOConfig.clip_low must be in [0, 1), got {self.clip_low}")
-        if self.dual_clip is not None and self.dual_clip <= 1:
-            raise ValueError(f"PPOConfig.dual_clip must be > 1 or None, got {self.dual_clip}")
-        if self.loss_agg not in AGG_MODES:
-            raise ValueError(f"PPOConfig.loss_agg must be one of {AGG_MODES}, got {self.loss_agg!r}")
-        if self.loss_scale_factor is not None and self.loss_scale_factor <= 0:
-            raise ValueError(f"PPOConfig.loss_scale_factor must be > 0 or None, got {self.loss_scale_factor}")
-        for name in ("value_clip", "max_grad_norm"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(f"PPOConfig.{name} must be > 0 or None, got {getattr(self, name)}")
-        if self.kl_kind not in KL_KINDS:
-            raise ValueError(f"PPOConfig.kl_kind must be one of {KL_KINDS}, got {self.kl_kind!r}")
-        if isinstance(self.length_buckets, bool) or not isinstance(self.length_buckets, int) or self.length_buckets < 0:
-            raise ValueError(f"PPOConfig.length_buckets must be an integer >= 0, got {self.length_buckets!r}")
-        if self.old_logp not in OLD_LOGP_SOURCES:
-            raise ValueError(f"PPOConfig.old_logp must be one of {OLD_LOGP_SOURCES}, got {self.old_logp!r}")
 
 
 class PPOLearner:

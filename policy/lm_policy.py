@@ -1,6 +1,6 @@
 """The LM policy: renders each agent's history, samples the next action, scores token batches.
 
-Sampling is a small loop over the model's KV cache (``policy.kv_sampling``) rather than HF
+Sampling is a small loop over the model's KV cache (``world_model.kv_sampling``) rather than HF
 ``generate``, because ``generate`` draws from the global torch RNG: here every draw comes from a
 ``torch.Generator`` the policy owns, seeded at construction, so the same seed gives the same actions
 (on CPU, bit for bit).
@@ -20,9 +20,9 @@ from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
 from policy.config import PolicyConfig
 from policy.encode import TurnSample, encode_prompts, encode_samples, left_pad, prompt_ids, turn_samples
-from policy.kv_sampling import sample_with_cache
 from policy.logprobs import token_logprobs
 from policy.render import render_prompt
+from world_model.kv_sampling import sample_with_cache
 
 
 @dataclass

@@ -13,9 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from policy.advantages.group_norm import check_option
+from policy.config import AGG_MODES, KL_KINDS
 
-AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-KL_KINDS = ("k1", "abs", "k2", "k3")
 LOG_RATIO_CLAMP = 20.0  # verl clamps log-ratios to [-20, 20] before exponentiating
 K3_CLAMP = 10.0
 

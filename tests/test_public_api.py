@@ -11,7 +11,8 @@ PUBLIC = {
     "policy.advantages": ["grpo_advantages", "gigpo_advantages", "hgpo_advantages", "sppo_advantages",
                           "whiten", "broadcast_to_tokens", "normalise_in_groups", "gae"],
     "imagination": ["CounterfactualGiGPO", "CounterfactualGroups", "imagine_counterfactual_groups"],
-    "envs": ["make", "collect", "Trajectory", "Turn", "TrajectoryStore", "SampledAction", "split_seeds"],
+    "envs": ["make", "collect", "Trajectory", "Turn", "TrajectoryStore", "SampledAction", "split_seeds",
+             "NoisyExpertAgent", "collect_mix"],
 }
 
 

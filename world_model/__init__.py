@@ -5,12 +5,13 @@
 into its training rows; ``TurnTokenizer`` makes every token row the model reads.
 """
 
-from world_model.batch import WorldModelBatch, build_training_batch
+from world_model.batch import WorldModelBatch
 from world_model.decoder import DecoderConfig, ObservationDecoder
 from world_model.dynamics import EnsembleDynamics, GeneratedText, OutcomeHeads
 from world_model.encoder import EncoderConfig, LatentStateEncoder, TurnEmbedder
 from world_model.model import WorldModel, WorldModelConfig
 from world_model.state import Predictions, WorldState
+from world_model.trajectory_rows import build_training_batch
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, default_token_limits, token_limits
 from world_model.uncertainty import member_std, mutual_information
 

@@ -1,4 +1,5 @@
-"""``WorldModelBatch``: teacher-forced training rows built from recorded trajectories.
+"""``WorldModelBatch``: teacher-forced training rows built from recorded trajectories
+(``world_model.trajectory_rows`` builds them).
 
 One row per trajectory rather than per turn: the encoder runs over each history once and yields
 the latent before every turn (``LatentStateEncoder.states``), so turn ``t``'s example (history up
@@ -16,20 +17,13 @@ What is scored:
 Turn ``t``'s previous observation (the one its action was taken in, the copy memory of a decoder
 with ``copy_observation``) is ``text_ids[b, t]``, the text row before its target ``text_ids[b, t +
 1]``: ``previous_ids`` / ``previous_mask`` give that ``(B, N, S)`` view, so no row is stored twice.
-
-Only real trajectories are accepted: a world model trained on its own imaginations would learn its
-own errors. Trajectories without turns carry no observation and are left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import torch
-
-from envs.trajectory import Trajectory
-from world_model.turn_tokens import TurnTokenizer
 
 
 @dataclass(frozen=True)
@@ -66,21 +60,3 @@ class WorldModelBatch:
     @property
     def num_outcomes(self) -> int:
         return int(self.outcome_mask.sum())
-
-
-def build_training_batch(trajectories: Sequence[Trajectory], tokenizer: TurnTokenizer) -> WorldModelBatch:
-    """Rows for ``WorldModel.loss`` from real trajectories (see the module docstring).
-
-    Raises ``ValueError`` naming imagined trajectories, and when no trajectory has a played turn.
-    """
-    imagined = [t.trajectory_id for t in trajectories if t.source != "real"]
-    if imagined:
-        raise ValueError(
-            f"world model batches take real trajectories only; imagined trajectory ids: {imagined}"
-        )
-    kept = [t for t in trajectories if t.turns]
-    if not any(t.num_turns > t.branch_turn for t in kept):
-        raise ValueError("no trajectory has a played turn to learn from")
-    from world_model.trajectory_rows import collate_rows, trajectory_rows  # it imports this module
-
-    return collate_rows(trajectory_rows(kept, tokenizer), tokenizer.pad_id)

@@ -35,20 +35,18 @@ from world_model.cached_decoding import (
     stack_linear,
 )
 from world_model.decoder import ObservationDecoder, check_previous
+from world_model.decoder_context import DecoderContext
 
 
 def member_memory(
-    decoders: Sequence[ObservationDecoder],
-    latent: torch.Tensor,
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    previous_ids: torch.Tensor | None = None,
-    previous_mask: torch.Tensor | None = None,
+    decoders: Sequence[ObservationDecoder], context: DecoderContext
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every member's ``ObservationDecoder.memory``: ``(K, B, T, d)`` vectors and the ``(B, T)`` bool
     padding mask (the same for every member); ``T = M + A``, plus ``O`` with the copy path."""
     config = decoders[0].config
-    check_previous(config, previous_ids, previous_mask, query_ids.shape[0])
+    check_previous(config, context)
+    latent, query_ids, query_mask = context.latent, context.query_ids, context.query_mask
+    previous_ids, previous_mask = context.previous_ids, context.previous_mask
     if query_ids.shape[1] > config.max_query_tokens:
         raise ValueError(
             f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens ({config.max_query_tokens})"
@@ -138,18 +136,11 @@ def _first_self_attention(
 
 
 def member_hidden(
-    decoders: Sequence[ObservationDecoder],
-    latent: torch.Tensor,
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    text_ids: torch.Tensor,
-    scored: torch.Tensor,
-    previous_ids: torch.Tensor | None = None,
-    previous_mask: torch.Tensor | None = None,
+    decoders: Sequence[ObservationDecoder], context: DecoderContext, text_ids: torch.Tensor, scored: torch.Tensor
 ) -> torch.Tensor:
     """Every member's final hidden states at the ``P`` positions where the ``(B, S)`` bool ``scored``
-    is True (row-major), after the last layer norm: ``(K, P, d)``. ``previous_ids``, ``previous_mask``:
-    the ``(B, O)`` copy memory, given exactly when the decoders have ``copy_observation``.
+    is True (row-major), after the last layer norm: ``(K, P, d)``. ``context``'s ``(B, O)`` copy
+    memory is given exactly when the decoders have ``copy_observation``.
 
     ``scored`` must be True on a prefix of each row (right padding). The final norm's affine part is
     left to the caller (``member_logits_at`` folds it into the output map).
@@ -162,9 +153,7 @@ def member_hidden(
         raise ValueError(f"text rows of {width} tokens exceed max_text_tokens ({config.max_text_tokens})")
     if scored.shape != text_ids.shape or bool((scored[:, 1:] & ~scored[:, :-1]).any()):
         raise ValueError("scored must be a (B, S) mask that is True on a prefix of each row")
-    memory, blocked = member_memory(
-        decoders, latent, query_ids, query_mask, previous_ids, previous_mask
-    )  # (K, B, T, d), (B, T)
+    memory, blocked = member_memory(decoders, context)  # (K, B, T, d), (B, T)
     members = memory.shape[0]
     # -inf on padded memory slots, one row per (member, row); broadcast over heads and positions.
     additive = torch.zeros(blocked.shape, dtype=memory.dtype, device=memory.device).masked_fill(blocked, float("-inf"))
@@ -184,27 +173,19 @@ def member_hidden(
 
 
 def member_logits_at(
-    decoders: Sequence[ObservationDecoder],
-    latent: torch.Tensor,
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    text_ids: torch.Tensor,
-    scored: torch.Tensor,
-    previous_ids: torch.Tensor | None = None,
-    previous_mask: torch.Tensor | None = None,
+    decoders: Sequence[ObservationDecoder], context: DecoderContext, text_ids: torch.Tensor, scored: torch.Tensor
 ) -> torch.Tensor:
     """Every member's next-token logits at the ``P`` positions where ``scored`` (``(B, S)`` bool, True
     on a prefix of each row) is True, in row-major order: ``(K, P, V)``; the same values as
     ``EnsembleDynamics.logits(...)[:, scored]`` up to float rounding (copy memory as in ``member_hidden``)."""
-    hidden = member_hidden(
-        decoders, latent, query_ids, query_mask, text_ids, scored, previous_ids, previous_mask
-    )  # (K, P, d)
+    hidden = member_hidden(decoders, context, text_ids, scored)  # (K, P, d)
     out = stack_linear([d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders])
     logits = member_linear(hidden, out)  # (K, P, V)
     if not decoders[0].config.aligned_copy:
         return logits
     place = scored.reshape(-1).nonzero().squeeze(1)  # (P,) places on the (B S) axis, as ``Packing`` orders them
-    ids, valid = aligned_words(previous_ids, previous_mask, place // text_ids.shape[1], place % text_ids.shape[1])
+    width = text_ids.shape[1]
+    ids, valid = aligned_words(context.previous_ids, context.previous_mask, place // width, place % width)  # (P,)
     return add_copy_bonus(logits, member_copy_bonus(hidden, stack_copy_gate(decoders)), ids.expand(len(decoders), -1),
                           valid)  # (K, P, V)
 

@@ -30,6 +30,7 @@ from torch import nn
 
 from world_model.aligned_copy import add_copy_bonus, aligned_words
 from world_model.decoder import ObservationDecoder
+from world_model.decoder_context import DecoderContext
 
 Linear = tuple[torch.Tensor, torch.Tensor]
 """Every member's copy of one linear map: ``(K, in, out)`` weight (transposed) and ``(K, 1, out)`` bias."""
@@ -143,7 +144,7 @@ def check_supported(decoder: ObservationDecoder) -> None:
 class CachedEnsembleDecoder:
     """Next-token logits of K member decoders for B rows, fed one token per call.
 
-    Built for one batch of latents and queries (``ObservationDecoder.memory``'s inputs, the copy
+    Built for one ``DecoderContext`` of B rows (``ObservationDecoder.memory``'s input, the copy
     path's previous observation rows included) and at most
     ``max_positions`` text positions; ``next_logits(tokens)`` feeds the ``(B,)`` tokens at the next
     position (the first call feeds ``<s>`` at position 0) and returns ``(K, B, V)`` logits for the
@@ -154,12 +155,8 @@ class CachedEnsembleDecoder:
     def __init__(
         self,
         decoders: Sequence[ObservationDecoder],
-        latent: torch.Tensor,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
+        context: DecoderContext,
         max_positions: int,
-        previous_ids: torch.Tensor | None = None,
-        previous_mask: torch.Tensor | None = None,
     ) -> None:
         if not decoders:
             raise ValueError("CachedEnsembleDecoder needs at least one member decoder")
@@ -170,7 +167,7 @@ class CachedEnsembleDecoder:
             )
         for decoder in decoders:
             check_supported(decoder)
-        members, rows, heads = len(decoders), latent.shape[0], config.num_heads
+        members, rows, heads = len(decoders), context.latent.shape[0], config.num_heads
         self.members, self.rows, self.heads = members, rows, heads
         self.head_size = config.model_size // heads
         self.max_positions = max_positions
@@ -182,12 +179,12 @@ class CachedEnsembleDecoder:
             [d.out.weight for d in decoders], [d.out.bias for d in decoders], [d.norm for d in decoders]
         )  # the final norm then the vocabulary projection: (K, d, V)
         # With aligned_copy: the copy memory's rows, whose word at the next place gets the bonus, and the gates.
-        self.previous = (previous_ids, previous_mask) if config.aligned_copy else None
+        self.previous = (context.previous_ids, context.previous_mask) if config.aligned_copy else None
         self.copy_gate = stack_copy_gate(decoders) if config.aligned_copy else None
         self.layers = [
             MemberLayer.of([d.blocks.layers[i] for d in decoders]) for i in range(config.num_layers)
         ]
-        memories = [d.memory(latent, query_ids, query_mask, previous_ids, previous_mask) for d in decoders]
+        memories = [d.memory(context) for d in decoders]
         memory = torch.stack([m for m, _ in memories])  # (K, B, T, d) with T = M + A (+ O with the copy path)
         blocked = memories[0][1]  # (B, T), the same for every member
         # Added to the cross-attention scores: -inf on padding, one row per (member, row).

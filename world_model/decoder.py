@@ -46,15 +46,18 @@ from torch import nn
 
 from envs.checks import check_bool
 from world_model.aligned_copy import add_copy_bonus, aligned_words
+from world_model.config import DecoderSection
+from world_model.decoder_context import DecoderContext
 from world_model.ordinal import OrdinalEmbedding, token_table
 
 SWITCHES = ("copy_observation", "aligned_copy")
 """The decoder's on/off options (the other fields are sizes)."""
 
 
-@dataclass
-class DecoderConfig:
-    """Sizes of one member's observation decoder."""
+@dataclass(kw_only=True)
+class DecoderConfig(DecoderSection):
+    """One member's observation decoder as built: its options (``DecoderSection``, the YAML's
+    ``decoder`` section, declared once there) plus the sizes that come from the tokenizer and the model."""
 
     vocab_size: int
     """Number of token ids (the turn tokenizer's ``len``)."""
@@ -64,21 +67,8 @@ class DecoderConfig:
     """Longest query row (``TokenLimits.query_tokens``)."""
     max_text_tokens: int
     """Longest text row, ``<s>`` and ``</s>`` included (``TokenLimits.text_tokens``)."""
-    model_size: int = 64
-    """Width of the Transformer decoder."""
-    num_layers: int = 2
-    """Decoder blocks (causal self-attention, cross-attention to the memory, MLP)."""
-    num_heads: int = 4
-    """Attention heads; must divide ``model_size``."""
-    latent_slots: int = 8
-    """Memory vectors cut from the latent."""
-    copy_observation: bool = False
-    """Also cross-attend to the words of the observation the action was taken in (the copy path)."""
-    aligned_copy: bool = False
-    """With the copy path, also add a learned bonus to the logit of the word at the same place in the
-    observation acted in: decoding as an edit of it (the module ``world_model.aligned_copy``)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # every field, the section's too, named as this class's
         for name in SWITCHES:
             check_bool(f"DecoderConfig.{name}", getattr(self, name))
         if self.aligned_copy and not self.copy_observation:
@@ -101,11 +91,10 @@ def causal_mask(length: int, device: torch.device) -> torch.Tensor:
     return torch.triu(torch.ones(length, length, dtype=torch.bool, device=device), diagonal=1)
 
 
-def check_previous(
-    config: DecoderConfig, previous_ids: torch.Tensor | None, previous_mask: torch.Tensor | None, rows: int
-) -> None:
+def check_previous(config: DecoderConfig, context: DecoderContext) -> None:
     """The copy memory is given exactly when ``config.copy_observation`` is on, as ``(B, O)`` ids
     and mask with ``O <= max_text_tokens``; raises ``ValueError`` otherwise."""
+    previous_ids, previous_mask, rows = context.previous_ids, context.previous_mask, context.query_ids.shape[0]
     if not config.copy_observation:
         if previous_ids is not None or previous_mask is not None:
             raise ValueError("previous observation rows given to a decoder without copy_observation")
@@ -162,18 +151,13 @@ class ObservationDecoder(nn.Module):
         forward, ``batched_members`` and ``cached_decoding``): ``tokens`` plus the ordinal component."""
         return token_table(self.tokens, self.ordinal)  # (V, d)
 
-    def memory(
-        self,
-        latent: torch.Tensor,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        previous_ids: torch.Tensor | None = None,
-        previous_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def memory(self, context: DecoderContext) -> tuple[torch.Tensor, torch.Tensor]:
         """What the text cross-attends to: ``(B, T, d)`` vectors and a ``(B, T)`` bool padding mask,
         ``T = M + A`` (latent slots, query words), plus ``O`` with the copy path: the ``(B, O)`` text
         rows ``previous_ids`` of the observation acted in (``previous_mask`` 0 on padding)."""
-        check_previous(self.config, previous_ids, previous_mask, query_ids.shape[0])
+        check_previous(self.config, context)
+        latent, query_ids, query_mask = context.latent, context.query_ids, context.query_mask
+        previous_ids, previous_mask = context.previous_ids, context.previous_mask
         if query_ids.shape[1] > self.config.max_query_tokens:
             raise ValueError(
                 f"query rows of {query_ids.shape[1]} tokens exceed max_query_tokens "
@@ -194,17 +178,9 @@ class ObservationDecoder(nn.Module):
         copied = F.embedding(previous_ids, table) + self.copy_positions(positions) + self.copy_segment  # (B, O, d)
         return torch.cat([memory, copied], dim=1), torch.cat([blocked, previous_mask == 0], dim=1)  # (B, T + O, .)
 
-    def forward(
-        self,
-        latent: torch.Tensor,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        text_ids: torch.Tensor,
-        previous_ids: torch.Tensor | None = None,
-        previous_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``(B, D)`` latent, ``(B, A)`` query rows, ``(B, S)`` text prefix -> ``(B, S, V)`` logits;
-        with the copy path also the ``(B, O)`` text rows of the observations acted in and their mask.
+    def forward(self, context: DecoderContext, text_ids: torch.Tensor) -> torch.Tensor:
+        """``context`` (``(B, D)`` latent, ``(B, A)`` query rows; with the copy path also the ``(B, O)``
+        text rows of the observations acted in and their mask), ``(B, S)`` text prefix -> ``(B, S, V)`` logits.
 
         Logits at position ``s`` predict text token ``s + 1``. Text rows are right-padded; causal
         attention keeps real positions from seeing the padding after them.
@@ -214,7 +190,7 @@ class ObservationDecoder(nn.Module):
             raise ValueError(
                 f"text rows of {width} tokens exceed max_text_tokens ({self.config.max_text_tokens})"
             )
-        memory, blocked = self.memory(latent, query_ids, query_mask, previous_ids, previous_mask)  # (B, T, d), (B, T)
+        memory, blocked = self.memory(context)  # (B, T, d), (B, T)
         positions = torch.arange(width, device=text_ids.device)  # (S,)
         x = F.embedding(text_ids, self.token_table()) + self.text_positions(positions)  # (B, S, d)
         x = self.blocks(
@@ -225,5 +201,6 @@ class ObservationDecoder(nn.Module):
         if not self.config.aligned_copy:
             return logits
         rows = torch.arange(text_ids.shape[0], device=text_ids.device)[:, None].expand_as(text_ids)  # (B, S)
-        ids, valid = aligned_words(previous_ids, previous_mask, rows, positions.expand_as(text_ids))  # (B, S)
+        previous = context.previous_ids, context.previous_mask  # (B, O) each
+        ids, valid = aligned_words(*previous, rows, positions.expand_as(text_ids))  # (B, S)
         return add_copy_bonus(logits, F.softplus(self.copy_gate(hidden)).squeeze(-1), ids, valid)  # (B, S, V)

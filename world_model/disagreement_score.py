@@ -10,7 +10,7 @@ the result (an imagined step's halt, its reward penalty, the fallback of counter
   one threshold means the same amount of doubt on a one-line tool answer and on a page. Two
   doubtful tokens score twice one (a repeated pattern counts again). Within an env it ranks
   observations like the mean (on frozen_lake both flag wrong one-step predictions with AUROC 0.94,
-  the max 0.85; ``python -m experiments.benchmarks.disagreement_scale --env frozen_lake``). Its
+  the max 0.85; ``python -m benchmarks.disagreement_scale --env frozen_lake``). Its
   caveat: a small disagreement left on every token of a long page adds up.
 - ``"max"``: the largest per-token value: an observation is as doubtful as its most doubtful token.
   Padding with agreed tokens and repeating the pattern both leave it unchanged, but it ignores how

@@ -23,6 +23,7 @@ from torch import nn
 from world_model.batched_members import member_logits_at, member_outcome
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.decoder import DecoderConfig, ObservationDecoder
+from world_model.decoder_context import DecoderContext
 from world_model.disagreement_score import scattered_score
 from world_model.sampling import inverse_cdf_sample
 from world_model.uncertainty import mutual_information
@@ -69,37 +70,16 @@ class EnsembleDynamics(nn.Module):
     def num_members(self) -> int:
         return len(self.decoders)
 
-    def logits(
-        self,
-        latent: torch.Tensor,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        text_ids: torch.Tensor,
-        previous_ids: torch.Tensor | None = None,
-        previous_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Every member's next-token logits: ``(B, D)``, ``(B, A)``, ``(B, S)`` -> ``(K, B, S, V)``.
-        ``previous_ids``, ``previous_mask``: ``(B, O)`` rows of the observation acted in, given exactly
-        when the decoders have the copy path (``DecoderConfig.copy_observation``)."""
-        return torch.stack([
-            decoder(latent, query_ids, query_mask, text_ids, previous_ids, previous_mask) for decoder in self.decoders
-        ])
+    def logits(self, context: DecoderContext, text_ids: torch.Tensor) -> torch.Tensor:
+        """Every member's next-token logits: ``context`` of B rows, ``(B, S)`` text -> ``(K, B, S, V)``.
+        The context's copy memory (``previous_ids``, ``previous_mask``) is given exactly when the
+        decoders have the copy path (``DecoderConfig.copy_observation``)."""
+        return torch.stack([decoder(context, text_ids) for decoder in self.decoders])
 
-    def logits_at(
-        self,
-        latent: torch.Tensor,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        text_ids: torch.Tensor,
-        scored: torch.Tensor,
-        previous_ids: torch.Tensor | None = None,
-        previous_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def logits_at(self, context: DecoderContext, text_ids: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
         """``logits(...)[:, scored]`` for a ``(B, S)`` bool ``scored``, all members batched and only
         the scored positions projected onto the vocabulary: ``(K, P, V)`` (``batched_members``)."""
-        return member_logits_at(
-            self.decoders, latent, query_ids, query_mask, text_ids, scored, previous_ids, previous_mask
-        )
+        return member_logits_at(self.decoders, context, text_ids, scored)
 
     def outcome(self, next_latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each member's reward and done logit from the latent after the turn: ``(B, D)`` -> ``(K, B)``,
@@ -109,9 +89,7 @@ class EnsembleDynamics(nn.Module):
     @torch.no_grad()
     def generate(
         self,
-        latent: torch.Tensor,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
+        context: DecoderContext,
         *,
         bos_id: int,
         eos_id: int,
@@ -122,8 +100,6 @@ class EnsembleDynamics(nn.Module):
         greedy: bool = False,
         use_cache: bool = True,
         score: str = "sum",
-        previous_ids: torch.Tensor | None = None,
-        previous_mask: torch.Tensor | None = None,
     ) -> GeneratedText:
         """Sample up to ``max_words`` words and ``</s>`` per row from the mixture of the members.
 
@@ -138,9 +114,9 @@ class EnsembleDynamics(nn.Module):
         against (same logits up to float rounding, so the same words).
 
         ``score`` pools each row's per-token disagreement (``disagreement_score``: ``"sum"``,
-        ``"max"`` or ``"mean"``). ``previous_ids``, ``previous_mask``: the copy memory, as in ``logits``.
+        ``"max"`` or ``"mean"``). ``context``'s copy memory is given as in ``logits``.
         """
-        batch, device = latent.shape[0], latent.device
+        batch, device = context.latent.shape[0], context.latent.device
         text = torch.full((batch, max_words + 2), pad_id, dtype=torch.long, device=device)  # (B, S_max)
         text[:, 0] = bos_id
         finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
@@ -150,18 +126,11 @@ class EnsembleDynamics(nn.Module):
         # writing, in the order the decoder holds them.
         active = torch.arange(batch, device=device)  # (A,)
         seen_probs, seen_rows = [], []  # per position: (K, A, V) member probabilities, (A,) their rows
-        cached = (
-            CachedEnsembleDecoder(
-                self.decoders, latent, query_ids, query_mask, max_words + 1, previous_ids, previous_mask
-            )
-            if use_cache
-            else None
-        )
+        cached = CachedEnsembleDecoder(self.decoders, context, max_words + 1) if use_cache else None
         for position in range(max_words + 1):
             if cached is None:  # the reference: every member over the whole prefix again
                 prefix = text[active, : position + 1]  # (A, S)
-                previous = (None, None) if previous_ids is None else (previous_ids[active], previous_mask[active])
-                last = self.logits(latent[active], query_ids[active], query_mask[active], prefix, *previous)[:, :, -1]
+                last = self.logits(context.select(active), prefix)[:, :, -1]  # (K, A, V)
             else:
                 last = cached.next_logits(text[active, position])  # (K, A, V)
             probs = torch.softmax(last.float() + forbid, dim=-1)  # (K, A, V)

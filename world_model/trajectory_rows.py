@@ -3,7 +3,11 @@
 ``build_training_batch`` used to tokenise every trajectory of every batch again, so a fit of many
 epochs tokenised each trajectory once per epoch. ``trajectory_rows`` tokenises a whole list at
 once (one tokenizer call over all its texts) into ``TrajectoryRows``, which the fit's dataset keeps;
-``collate_rows`` only pads them into a ``WorldModelBatch``.
+``collate_rows`` only pads them into a ``WorldModelBatch``. ``build_training_batch``
+does both at once, for rows used once.
+
+Only real trajectories are accepted: a world model trained on its own imaginations would learn its
+own errors. Trajectories without turns carry no observation and are left out.
 """
 
 from __future__ import annotations
@@ -89,3 +93,19 @@ def collate_rows(items: Sequence[TrajectoryRows], pad_id: int) -> WorldModelBatc
         outcome_mask=outcome_mask,
         latent_mask=latent_mask,
     )
+
+
+def build_training_batch(trajectories: Sequence[Trajectory], tokenizer: TurnTokenizer) -> WorldModelBatch:
+    """Rows for ``WorldModel.loss`` from real trajectories (see the module docstring).
+
+    Raises ``ValueError`` naming imagined trajectories, and when no trajectory has a played turn.
+    """
+    imagined = [t.trajectory_id for t in trajectories if t.source != "real"]
+    if imagined:
+        raise ValueError(
+            f"world model batches take real trajectories only; imagined trajectory ids: {imagined}"
+        )
+    kept = [t for t in trajectories if t.turns]
+    if not any(t.num_turns > t.branch_turn for t in kept):
+        raise ValueError("no trajectory has a played turn to learn from")
+    return collate_rows(trajectory_rows(kept, tokenizer), tokenizer.pad_id)

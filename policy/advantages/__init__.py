@@ -18,11 +18,13 @@ from policy.advantages.group_norm import normalise_in_groups
 from policy.advantages.grpo import grpo_advantages, score_from_token_rewards
 from policy.advantages.hgpo import HGPOResult, hgpo_advantages
 from policy.advantages.sppo import sppo_advantages
+from policy.advantages.step_rows import StepRows
 from policy.advantages.tokens import broadcast_to_tokens, whiten
 
 __all__ = [
     "GiGPOResult",
     "HGPOResult",
+    "StepRows",
     "broadcast_to_tokens",
     "gae",
     "gigpo_advantages",

@@ -35,6 +35,7 @@ from critic import gae
 from envs.trajectory import Trajectory
 from policy.advantages import (
     GiGPOResult,
+    StepRows,
     broadcast_to_tokens,
     gigpo_advantages,
     grpo_advantages,
@@ -62,6 +63,12 @@ class TurnRows:
 
     def __len__(self) -> int:
         return len(self.anchors)
+
+    def step_rows(self) -> StepRows:
+        """The columns GiGPO and HGPO read."""
+        return StepRows(
+            self.group_ids, self.traj_ids, self.steps, self.anchors, self.step_rewards, self.episode_rewards
+        )
 
 
 def turn_rows(
@@ -111,8 +118,7 @@ def _drgrpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
 def gigpo_of_rows(rows: TurnRows, cfg: AlgoConfig) -> GiGPOResult:
     """GiGPO's terms for ``rows`` with the ``algo.*`` options (gamma, omega, mode, episode_stats)."""
     return gigpo_advantages(
-        rows.group_ids, rows.traj_ids, rows.steps, rows.anchors, rows.step_rewards, rows.episode_rewards,
-        gamma=cfg.gamma, omega=cfg.omega, mode=cfg.mode, episode_stats=cfg.episode_stats,
+        rows.step_rows(), gamma=cfg.gamma, omega=cfg.omega, mode=cfg.mode, episode_stats=cfg.episode_stats
     )
 
 
@@ -122,8 +128,8 @@ def _gigpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
 
 def _hgpo_rows(rows: TurnRows, cfg: AlgoConfig) -> torch.Tensor:
     result = hgpo_advantages(
-        rows.group_ids, rows.traj_ids, rows.steps, rows.anchors, rows.step_rewards, rows.episode_rewards,
-        gamma=cfg.gamma, K=cfg.history_levels, alpha=cfg.alpha, mode=cfg.mode, base_group=cfg.base_group,
+        rows.step_rows(), gamma=cfg.gamma, K=cfg.history_levels, alpha=cfg.alpha, mode=cfg.mode,
+        base_group=cfg.base_group,
     )
     return result.advantages
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from envs.checks import check_bool
-from policy.learner import PPOConfig
+from policy.config import PPOConfig
 
 FUSED_GROUP_PARENTS = ("grpo", "drgrpo", "gigpo", "hgpo")
 FUSED_WEIGHTINGS = ("inverse_variance", "evpo", "fixed")

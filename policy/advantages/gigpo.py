@@ -6,7 +6,6 @@ row's advantage over that step's action tokens with ``policy.advantages.broadcas
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +13,7 @@ import torch
 from policy.advantages.group_norm import NORM_MODES, check_option, normalise_in_groups
 from policy.advantages.step_rows import (
     EPISODE_STATS,
+    StepRows,
     episode_advantages,
     rows_and_returns,
 )
@@ -28,12 +28,7 @@ class GiGPOResult:
 
 
 def gigpo_advantages(
-    group_ids: torch.Tensor | Sequence[Hashable],
-    traj_ids: torch.Tensor | Sequence[Hashable],
-    steps: torch.Tensor | Sequence[int],
-    anchors: list[str],
-    step_rewards: torch.Tensor,
-    episode_rewards: torch.Tensor,
+    rows: StepRows,
     *,
     gamma: float = 0.95,
     omega: float = 1.0,
@@ -43,7 +38,7 @@ def gigpo_advantages(
 ) -> GiGPOResult:
     """GiGPO (verl-agent): an episode-level GRPO term plus a step-level term on anchor states.
 
-    step_rewards, episode_rewards: (N,) float, the episode score repeated on each of its rows.
+    ``rows``: the N step rows (``StepRows``), the episode score repeated on each of a trajectory's rows.
     - Step returns ``R_t = r_t + gamma * R_{t+1}`` within each trajectory, ordered by ``steps``.
     - Episode advantage: the episode score normalised within its episode group, sample std,
       GRPO's singleton rule (a lone row keeps its raw score, ``/(1 + eps)`` under
@@ -59,11 +54,11 @@ def gigpo_advantages(
     """
     check_option("mode", mode, NORM_MODES)
     check_option("episode_stats", episode_stats, EPISODE_STATS)
-    groups, rows, step_returns = rows_and_returns(
-        group_ids, traj_ids, steps, anchors, step_rewards, episode_rewards, gamma
-    )  # step_returns (N,)
-    episode = episode_advantages(groups, rows, episode_rewards, mode=mode, eps=eps, episode_stats=episode_stats)
-    step_keys = list(zip(groups, anchors, strict=True))
+    groups, trajectories, step_returns = rows_and_returns(rows, gamma)  # step_returns (N,)
+    episode = episode_advantages(
+        groups, trajectories, rows.episode_rewards, mode=mode, eps=eps, episode_stats=episode_stats
+    )  # (N,)
+    step_keys = list(zip(groups, rows.anchors, strict=True))
     step = normalise_in_groups(step_returns, step_keys, mode=mode, ddof=1, eps=eps, singleton="zero")  # (N,)
     return GiGPOResult(
         advantages=episode + omega * step,

@@ -5,13 +5,13 @@ Rows as in ``policy.advantages.step_rows``; every output is (N,) or (N, L) in th
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from policy.advantages.group_norm import NORM_MODES, check_option, normalise_in_groups
 from policy.advantages.step_rows import (
+    StepRows,
     episode_advantages,
     rows_and_returns,
 )
@@ -28,12 +28,7 @@ class HGPOResult:
 
 
 def hgpo_advantages(
-    group_ids: torch.Tensor | Sequence[Hashable],
-    traj_ids: torch.Tensor | Sequence[Hashable],
-    steps: torch.Tensor | Sequence[int],
-    anchors: list[str],
-    step_rewards: torch.Tensor,
-    episode_rewards: torch.Tensor,
+    rows: StepRows,
     *,
     gamma: float = 0.95,
     K: int = 2,  # noqa: N803 (the paper's name)
@@ -61,19 +56,19 @@ def hgpo_advantages(
     check_option("mode", mode, NORM_MODES)
     if K < 0:
         raise ValueError(f"K={K} must be >= 0")
-    groups, rows, step_returns = rows_and_returns(
-        group_ids, traj_ids, steps, anchors, step_rewards, episode_rewards, gamma
-    )  # step_returns (N,)
-    n = step_rewards.shape[0]
+    groups, trajectories, step_returns = rows_and_returns(rows, gamma)  # step_returns (N,)
+    n, anchors = rows.step_rewards.shape[0], rows.anchors
 
     history: list[list[str]] = [[] for _ in range(n)]  # anchors of the row's trajectory up to and including it
-    for idx in rows.values():
+    for idx in trajectories.values():
         for t, i in enumerate(idx):
             history[i] = [anchors[j] for j in idx[max(0, t - K) : t + 1]]
 
     columns, levels = [], []
     if base_group:
-        columns.append(episode_advantages(groups, rows, episode_rewards, mode=mode, eps=HGPO_EPS, episode_stats="rows"))
+        columns.append(
+            episode_advantages(groups, trajectories, rows.episode_rewards, mode=mode, eps=HGPO_EPS, episode_stats="rows")
+        )
         levels.append(0)
     for k in range(1, K + 2):
         has_level = torch.tensor([len(h) >= k for h in history], device=step_returns.device)  # (N,)

@@ -1,21 +1,36 @@
 """The step rows GiGPO and HGPO share (verl-agent conventions): rows grouped per trajectory, their
 discounted step returns, and the episode term.
 
-Both estimators take one row per agent step, in batch order: the rows of one trajectory are in time
-order but may be interleaved with rows of other trajectories. Per row: episode group id (all members
-of a group start from the same state), trajectory id, time step, anchor observation (the raw env
-observation, no history or prompt), step reward and the trajectory's episode score.
+Both estimators take one row per agent step, in batch order (``StepRows``): the rows of one
+trajectory are in time order but may be interleaved with rows of other trajectories. Per row: episode
+group id (all members of a group start from the same state), trajectory id, time step, anchor
+observation (the raw env observation, no history or prompt), step reward and the trajectory's
+episode score.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from policy.advantages.group_norm import normalise_in_groups
 
 EPISODE_STATS = ("rows", "trajectories")
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """N agent steps, one row each, in batch order (see the module docstring); ids are tensors or
+    sequences of hashables."""
+
+    group_ids: torch.Tensor | Sequence[Hashable]  # (N,) episode group: its members start from one state
+    traj_ids: torch.Tensor | Sequence[Hashable]  # (N,) trajectory
+    steps: torch.Tensor | Sequence[int]  # (N,) time step within the trajectory
+    anchors: list[str]  # (N,) the raw env observation the step acted in
+    step_rewards: torch.Tensor  # (N,) float
+    episode_rewards: torch.Tensor  # (N,) float, the trajectory's episode score on each of its rows
 
 
 def as_list(x: torch.Tensor | Sequence[Hashable]) -> list:
@@ -87,18 +102,15 @@ def check_rows(n: int, **columns: Sequence) -> None:
 
 
 def rows_and_returns(
-    group_ids: torch.Tensor | Sequence[Hashable],
-    traj_ids: torch.Tensor | Sequence[Hashable],
-    steps: torch.Tensor | Sequence[int],
-    anchors: list[str],
-    step_rewards: torch.Tensor,
-    episode_rewards: torch.Tensor,
-    gamma: float,
+    step_rows: StepRows, gamma: float
 ) -> tuple[list, dict[Hashable, list[int]], torch.Tensor]:
     """The checked columns both estimators start from: ``(group ids as a list, rows of each trajectory,
     step returns (N,))``; a column of the wrong length is a ``ValueError`` naming it."""
-    groups, trajs, step_list = as_list(group_ids), as_list(traj_ids), as_list(steps)
-    n = step_rewards.shape[0]
-    check_rows(n, group_ids=groups, traj_ids=trajs, steps=step_list, anchors=anchors, episode_rewards=episode_rewards)
+    groups, trajs, step_list = as_list(step_rows.group_ids), as_list(step_rows.traj_ids), as_list(step_rows.steps)
+    n = step_rows.step_rewards.shape[0]
+    check_rows(
+        n, group_ids=groups, traj_ids=trajs, steps=step_list, anchors=step_rows.anchors,
+        episode_rewards=step_rows.episode_rewards,
+    )
     rows = trajectory_rows(groups, trajs, step_list)
-    return groups, rows, discounted_step_returns(step_rewards, rows, gamma)  # (N,)
+    return groups, rows, discounted_step_returns(step_rows.step_rewards, rows, gamma)  # (N,)

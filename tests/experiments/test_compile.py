@@ -3,7 +3,7 @@
 No test waits for Inductor: the learner-level tests never run a forward pass (``torch.compile`` is
 lazy), and the in-process run compiles with Dynamo's ``eager`` backend, which traces the update
 (so the compiled module really is the one the learner runs) without generating kernels. What the
-compiled kernels save is a figure of ``experiments/benchmarks/compile_payoff.py``, not a test.
+compiled kernels save is a figure of ``benchmarks/compile_payoff.py``, not a test.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from lightning.fabric import Fabric
 from safetensors.torch import load_file
 from torch._dynamo.eval_frame import OptimizedModule
 
-from experiments.benchmarks.compile_payoff import Timing, break_even
 from experiments.checkpoint import list_checkpoints, load_checkpoint
 from experiments.config import TrainerConfig, validate
-from policy.config import PolicyConfig
-from policy.learner import PPOConfig, PPOLearner
+from policy.config import PolicyConfig, PPOConfig
+from policy.learner import PPOLearner
 from policy.model import build_tiny_lm, build_tiny_tokenizer
 from tests.experiments.in_process import compose_config, train_in_process
 from tests.experiments.test_train_e2e import TINY
@@ -74,22 +73,6 @@ def test_a_compiled_learner_saves_and_loads_the_eager_keys():
     ):
         assert torch.equal(a, b), name
     eager.load_state_dict(compiled.state_dict())
-
-
-def test_break_even_is_the_compile_time_over_the_saving_per_call():
-    assert break_even(60.0, 2.0, 1.5) == pytest.approx(120.0)  # 60 s / 0.5 s saved per update
-    assert break_even(10.0, 1.0, 1.0) == float("inf")  # no saving: never paid back
-    assert break_even(10.0, 1.0, 1.2) == float("inf")  # slower compiled: never paid back
-
-
-def test_timing_divides_each_pass_by_its_calls_and_pairs_the_repeats():
-    # Passes of 3 updates: eager 6, 9, 7.5 s (2, 3, 2.5 s per update), compiled 3, 6, 5 s (1, 2, 5/3 s).
-    timing = Timing(calls=3, compile_s=30.0, eager_s=[6.0, 9.0, 7.5], compiled_s=[3.0, 6.0, 5.0])
-
-    assert timing.per_call("eager") == pytest.approx((2.5, 2.0))
-    assert timing.per_call("compiled") == pytest.approx((5 / 3, 1.0))
-    assert timing.speedups() == pytest.approx((1.5, 1.5))  # per repeat 2, 1.5, 1.5
-    assert timing.break_even() == pytest.approx(36.0)  # 30 s / (2.5 - 5/3) s saved per update
 
 
 @pytest.mark.slow

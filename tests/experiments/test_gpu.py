@@ -29,7 +29,8 @@ def test_train_runs_on_cuda_in_bf16(tmp_path, algo):
 def test_first_epoch_ratio_is_exactly_one_on_cuda_in_bf16():
     from lightning.fabric import Fabric
 
-    from policy.learner import PPOConfig, PPOLearner
+    from policy.config import PPOConfig
+    from policy.learner import PPOLearner
     from tests.policy.test_learner import hand_batch, tiny_lm
 
     batch = hand_batch()

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from policy.batch import TokenBatch
 from policy.config import PolicyConfig
 from policy.encode import encode_prompts, left_pad
-from policy.kv_sampling import cache_keyword, sample_with_cache
 from policy.lm_policy import LMPolicy
 from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
 from tests.policy.fake_envs import WORDS
+from world_model.kv_sampling import cache_keyword, sample_with_cache
 from world_model.sampling import draw_categorical
 
 TOKENIZER = build_tiny_tokenizer(WORDS)
@@ -228,7 +228,7 @@ def test_empty_batch_and_model_errors():
 
 
 def test_cache_keyword_is_looked_up_once_per_model_class(monkeypatch):
-    import policy.kv_sampling as kv_sampling
+    import world_model.kv_sampling as kv_sampling
 
     class OldStyle(torch.nn.Module):
         def forward(self, input_ids, past_key_values=None):

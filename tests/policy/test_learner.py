@@ -7,7 +7,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from critic import CriticStates, TokenCritic, TokenCriticConfig, token_values
 from policy.batch import TokenBatch
-from policy.learner import PPOConfig, PPOLearner
+from policy.config import PPOConfig
+from policy.learner import PPOLearner
 from policy.logprobs import token_logprobs
 from policy.value_targets import ValueTargets
 

@@ -6,7 +6,8 @@ from lightning.fabric import Fabric
 
 from experiments.distributed import launch_ranks
 from policy.batch import TokenBatch
-from policy.learner import PPOConfig, PPOLearner
+from policy.config import PPOConfig
+from policy.learner import PPOLearner
 from policy.logprobs import token_logprobs
 from tests.policy.test_learner import tiny_lm
 

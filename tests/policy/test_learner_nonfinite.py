@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from policy.learner import NonFiniteUpdateError, PPOConfig
+from policy.config import PPOConfig
+from policy.learner import NonFiniteUpdateError
 from tests.policy.test_learner import hand_batch, make_learner, tiny_lm
 
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from critic import TokenCritic, TokenCriticConfig
 from policy.batch import TokenBatch
-from policy.learner import PPOConfig, PPOLearner
+from policy.config import PPOConfig
+from policy.learner import PPOLearner
 from policy.logprobs import token_logprobs
 from policy.minibatches import minibatch_indices, padding_columns, trim_columns
 from policy.value_targets import ValueTargets

@@ -26,6 +26,7 @@ from world_model.aligned_copy import add_copy_bonus, aligned_words
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.config import DecoderSection
 from world_model.decoder import DecoderConfig, ObservationDecoder
+from world_model.decoder_context import DecoderContext
 from world_model.dynamics import EnsembleDynamics
 from world_model.turn_tokens import TokenLimits
 
@@ -62,7 +63,7 @@ def test_a_large_bonus_makes_an_untrained_decoder_repeat_the_observation_acted_i
     latent, query_ids, query_mask, _ = decoder_inputs(rows=6, seed=3)
     previous, mask = previous_inputs(6, seed=7)
     with torch.no_grad():
-        greedy = decoder(latent, query_ids, query_mask, previous, previous, mask).argmax(-1)  # (B, S)
+        greedy = decoder(DecoderContext(latent, query_ids, query_mask, previous, mask), previous).argmax(-1)  # (B, S)
     for row in range(6):
         length = int(mask[row].sum())
         assert greedy[row, : length - 1].tolist() == previous[row, 1:length].tolist()
@@ -79,15 +80,15 @@ def test_cached_and_batched_paths_equal_the_plain_forward_with_aligned_copy():
     latent, query_ids, query_mask, text = decoder_inputs(rows=6, seed=4)
     ids, mask = previous_inputs(6, seed=5)
     with torch.no_grad():
-        full = torch.log_softmax(dynamics.logits(latent, query_ids, query_mask, text, ids, mask), -1)  # (K, B, S, V)
-        cached = CachedEnsembleDecoder(dynamics.decoders, latent, query_ids, query_mask, text.shape[1], ids, mask)
+        full = torch.log_softmax(dynamics.logits(DecoderContext(latent, query_ids, query_mask, ids, mask), text), -1)  # (K, B, S, V)
+        cached = CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, query_ids, query_mask, ids, mask), text.shape[1])
         steps = [torch.log_softmax(cached.next_logits(text[:, s]), -1) for s in range(3)]
         keep = torch.tensor([True, False, True, True, False, True])
         cached.keep(keep)  # rows that finished leave; the rest keep their own copy memory
         steps += [torch.log_softmax(cached.next_logits(text[keep, s]), -1) for s in range(3, text.shape[1])]
         scored = torch.arange(text.shape[1])[None] < torch.tensor([9, 4, 1, 9, 6, 2])[:, None]  # (B, S)
-        packed = torch.log_softmax(member_logits_at(dynamics.decoders, latent, query_ids, query_mask, text, scored,
-                                                    ids, mask), -1)  # (K, P, V)
+        packed = torch.log_softmax(member_logits_at(dynamics.decoders, DecoderContext(latent, query_ids, query_mask, ids, mask), text,
+                                                    scored), -1)  # (K, P, V)
     for s, step in enumerate(steps):
         assert float((step - full[:, keep if s >= 3 else slice(None), s]).abs().max()) < 1e-5, s
     assert float((packed - full[:, scored]).abs().max()) < 1e-5

@@ -10,6 +10,7 @@ import torch
 
 from tests.world_model.conftest import tiny_model
 from world_model import build_training_batch
+from world_model.decoder_context import DecoderContext
 from world_model.losses import done_bce, regression_mse, token_nll
 
 PARTS = ("loss", "observation_nll", "reconstruction_nll", "reward_mse", "done_bce")
@@ -32,7 +33,7 @@ def reference_loss(model, batch) -> dict[str, torch.Tensor]:
     query_ids = torch.cat([batch.query_ids[outcome], look_ids])
     query_mask = torch.cat([batch.query_mask[outcome], look_mask])
     logits = torch.stack(
-        [decoder(latent, query_ids, query_mask, texts[:, :-1]) for decoder in model.dynamics.decoders]
+        [decoder(DecoderContext(latent, query_ids, query_mask), texts[:, :-1]) for decoder in model.dynamics.decoders]
     )  # (K, R + R', S - 1, V)
     rows = before.shape[0]
     next_nll = token_nll(logits[:, :rows], texts[:rows, 1:], text_mask[:rows, 1:])
@@ -93,7 +94,7 @@ def test_one_member_is_trained_by_its_own_loss_only(hn_tokenizer, hn_trajectorie
     query_ids, query_mask = batch.query_ids[batch.outcome_mask], batch.query_mask[batch.outcome_mask]
     texts = batch.text_ids[:, 1:][batch.outcome_mask]
     scored = batch.text_mask[:, 1:][batch.outcome_mask][:, 1:].bool()
-    logits = model.dynamics.logits_at(before, query_ids, query_mask, texts[:, :-1], scored)  # (K, P, V)
+    logits = model.dynamics.logits_at(DecoderContext(before, query_ids, query_mask), texts[:, :-1], scored)  # (K, P, V)
     logits[1].sum().backward()
     for k, decoder in enumerate(model.dynamics.decoders):
         touched = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in decoder.parameters())

@@ -6,6 +6,7 @@ from torch import nn
 
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.decoder import DecoderConfig
+from world_model.decoder_context import DecoderContext
 from world_model.dynamics import EnsembleDynamics
 from world_model.uncertainty import mutual_information
 
@@ -57,9 +58,7 @@ def inputs(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def generate(dynamics, *, use_cache, greedy, seed=5, max_words=10, score="sum"):
     latent, ids, mask = inputs()
     return dynamics.generate(
-        latent,
-        ids,
-        mask,
+        DecoderContext(latent, ids, mask),
         bos_id=BOS,
         eos_id=EOS,
         pad_id=PAD,
@@ -79,8 +78,8 @@ def test_fed_one_token_at_a_time_the_logits_equal_the_full_forward_at_every_posi
     text = torch.randint(3, VOCAB, (latent.shape[0], CONFIG.max_text_tokens), generator=g)  # (B, S)
     text[:, 0] = BOS
     with torch.no_grad():
-        full = dynamics.logits(latent, ids, mask, text)  # (K, B, S, V)
-    cached = CachedEnsembleDecoder(dynamics.decoders, latent, ids, mask, max_positions=text.shape[1])
+        full = dynamics.logits(DecoderContext(latent, ids, mask), text)  # (K, B, S, V)
+    cached = CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, ids, mask), max_positions=text.shape[1])
     stepped = torch.stack([cached.next_logits(text[:, s]) for s in range(text.shape[1])], dim=2)
     assert stepped.shape == full.shape
     assert_near(stepped, full, atol=1e-5)
@@ -93,8 +92,8 @@ def test_rows_dropped_midway_leave_the_kept_rows_logits_unchanged():
     text = torch.randint(3, VOCAB, (latent.shape[0], 8), generator=g)  # (B, S)
     text[:, 0] = BOS
     with torch.no_grad():
-        full = dynamics.logits(latent, ids, mask, text)  # (K, B, S, V)
-    cached = CachedEnsembleDecoder(dynamics.decoders, latent, ids, mask, max_positions=text.shape[1])
+        full = dynamics.logits(DecoderContext(latent, ids, mask), text)  # (K, B, S, V)
+    cached = CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, ids, mask), max_positions=text.shape[1])
     rows = torch.arange(latent.shape[0])  # the rows the decoder still holds, in its order
     for position, drop in enumerate([[], [0, 5], [], [1, 2, 9], [], [], [3], []]):
         logits = cached.next_logits(text[rows, position])  # (K, A, V)
@@ -139,7 +138,7 @@ def test_the_disagreement_pools_the_mutual_information_over_each_rows_emitted_wo
     latent, ids, mask = inputs()
     text = torch.cat([torch.full((latent.shape[0], 1), BOS), out.ids], dim=1)  # (B, 1 + S)
     with torch.no_grad():
-        logits = dynamics.logits(latent, ids, mask, text[:, :-1])  # (K, B, S, V), teacher-forced
+        logits = dynamics.logits(DecoderContext(latent, ids, mask), text[:, :-1])  # (K, B, S, V), teacher-forced
     logits[..., BANNED] = float("-inf")
     per_word = mutual_information(torch.softmax(logits, dim=-1))  # (B, S)
     for row in range(latent.shape[0]):
@@ -155,14 +154,14 @@ def test_it_refuses_layers_it_does_not_write_out_and_positions_past_its_size():
     post_norm = ensemble()
     post_norm.decoders[1].blocks.layers[0].norm_first = False
     with pytest.raises(ValueError, match="norm_first"):
-        CachedEnsembleDecoder(post_norm.decoders, latent, ids, mask, max_positions=4)
+        CachedEnsembleDecoder(post_norm.decoders, DecoderContext(latent, ids, mask), max_positions=4)
     gelu = ensemble()
     gelu.decoders[0].blocks.layers[1].activation = nn.functional.gelu
     with pytest.raises(ValueError, match="layer 1"):
-        CachedEnsembleDecoder(gelu.decoders, latent, ids, mask, max_positions=4)
+        CachedEnsembleDecoder(gelu.decoders, DecoderContext(latent, ids, mask), max_positions=4)
     with pytest.raises(ValueError, match="max_text_tokens"):
-        CachedEnsembleDecoder(dynamics.decoders, latent, ids, mask, max_positions=CONFIG.max_text_tokens + 1)
-    cached = CachedEnsembleDecoder(dynamics.decoders, latent, ids, mask, max_positions=1)
+        CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, ids, mask), max_positions=CONFIG.max_text_tokens + 1)
+    cached = CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, ids, mask), max_positions=1)
     cached.next_logits(torch.full((latent.shape[0],), BOS))
     with pytest.raises(ValueError, match="1 positions"):
         cached.next_logits(torch.full((latent.shape[0],), 5))

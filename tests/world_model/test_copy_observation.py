@@ -19,6 +19,7 @@ from tests.world_model.conftest import tiny_model
 from world_model import TurnTokenizer, build_training_batch
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.decoder import DecoderConfig, ObservationDecoder
+from world_model.decoder_context import DecoderContext
 from world_model.dynamics import EnsembleDynamics
 from world_model.turn_tokens import TokenLimits
 
@@ -67,19 +68,19 @@ def test_decoder_output_depends_on_the_previous_observation_only_with_the_option
     other = ids.clone()
     other[:, 1] = (ids[:, 1] + 1 - 3) % (CONFIG.vocab_size - 3) + 3  # one different word per row
     with torch.no_grad():
-        a = decoder(latent, query_ids, query_mask, text, ids, mask)
-        b = decoder(latent, query_ids, query_mask, text, other, mask)
-        padding_changed = decoder(latent, query_ids, query_mask, text, ids.masked_fill(mask == 0, 7), mask)
+        a = decoder(DecoderContext(latent, query_ids, query_mask, ids, mask), text)
+        b = decoder(DecoderContext(latent, query_ids, query_mask, other, mask), text)
+        padding_changed = decoder(DecoderContext(latent, query_ids, query_mask, ids.masked_fill(mask == 0, 7), mask), text)
     assert float((a - b).abs().amax(dim=(1, 2)).min()) > 1e-4  # every row moved
     assert torch.equal(a, padding_changed)  # masked words are not read
     with pytest.raises(ValueError, match="needs the rows of the observation acted in"):
-        decoder(latent, query_ids, query_mask, text)
+        decoder(DecoderContext(latent, query_ids, query_mask), text)
 
     torch.manual_seed(0)
     strict = ObservationDecoder(DecoderConfig(**{**CONFIG.__dict__, "copy_observation": False})).eval()
     assert not any("copy" in name for name, _ in strict.named_parameters())  # old state dicts still load
     with pytest.raises(ValueError, match="without copy_observation"):
-        strict(latent, query_ids, query_mask, text, ids, mask)
+        strict(DecoderContext(latent, query_ids, query_mask, ids, mask), text)
 
 
 def test_model_output_depends_on_the_state_observation_only_with_the_option_on(hn_tokenizer, hn_trajectories):
@@ -149,12 +150,12 @@ def test_cached_and_batched_paths_equal_the_plain_forward_with_the_copy_path():
     query_mask[:, 3:] = 0
     ids, mask = previous_inputs(6, seed=5)
     with torch.no_grad():
-        full = torch.log_softmax(dynamics.logits(latent, query_ids, query_mask, text, ids, mask), -1)  # (K, B, S, V)
-        cached = CachedEnsembleDecoder(dynamics.decoders, latent, query_ids, query_mask, text.shape[1], ids, mask)
+        full = torch.log_softmax(dynamics.logits(DecoderContext(latent, query_ids, query_mask, ids, mask), text), -1)  # (K, B, S, V)
+        cached = CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, query_ids, query_mask, ids, mask), text.shape[1])
         steps = torch.stack([torch.log_softmax(cached.next_logits(text[:, s]), -1) for s in range(text.shape[1])], 2)
         scored = torch.arange(text.shape[1])[None] < torch.tensor([9, 4, 1, 9, 6, 2])[:, None]  # (B, S)
-        packed = torch.log_softmax(member_logits_at(dynamics.decoders, latent, query_ids, query_mask, text, scored,
-                                                    ids, mask), -1)  # (K, P, V)
+        packed = torch.log_softmax(member_logits_at(dynamics.decoders, DecoderContext(latent, query_ids, query_mask, ids, mask), text,
+                                                    scored), -1)  # (K, P, V)
     assert float((steps - full).abs().max()) < 1e-5
     assert float((packed - full[:, scored]).abs().max()) < 1e-5
     assert_generation_agrees_with_and_without_cache(dynamics, latent, query_ids, query_mask, ids, mask)
@@ -162,10 +163,10 @@ def test_cached_and_batched_paths_equal_the_plain_forward_with_the_copy_path():
 
 def assert_generation_agrees_with_and_without_cache(dynamics, latent, query_ids, query_mask, ids, mask) -> None:
     """The same draws give the same words and disagreement through the cached and the uncached sampler."""
-    options = dict(bos_id=1, eos_id=2, pad_id=0, banned_ids=[0, 1], max_words=8, greedy=False,
-                   previous_ids=ids, previous_mask=mask)
-    a = dynamics.generate(latent, query_ids, query_mask, generator=torch.Generator().manual_seed(6), **options)
-    b = dynamics.generate(latent, query_ids, query_mask, generator=torch.Generator().manual_seed(6),
+    options = dict(bos_id=1, eos_id=2, pad_id=0, banned_ids=[0, 1], max_words=8, greedy=False)
+    context = DecoderContext(latent, query_ids, query_mask, ids, mask)
+    a = dynamics.generate(context, generator=torch.Generator().manual_seed(6), **options)
+    b = dynamics.generate(context, generator=torch.Generator().manual_seed(6),
                           use_cache=False, **options)
     assert torch.equal(a.ids, b.ids)
     assert float((a.disagreement - b.disagreement).abs().max()) < 1e-5

@@ -1,5 +1,6 @@
 """WorldModel: latent mediation, sampling with a generator, folding samples back, save/load, config."""
 
+import dataclasses
 import inspect
 
 import pytest
@@ -15,6 +16,7 @@ from world_model import (
     WorldState,
     build_training_batch,
 )
+from world_model.decoder_context import DecoderContext
 
 from .conftest import tiny_model
 
@@ -33,12 +35,11 @@ def step(model, states, actions, seed, greedy=False):
 def test_the_decoder_reads_only_a_latent_and_a_query(model):
     """Besides the latent and the query, only the copy path's rows of the observation acted in,
     which a decoder without ``copy_observation`` (the default) refuses."""
-    assert list(inspect.signature(ObservationDecoder.forward).parameters) == [
-        "self",
+    assert list(inspect.signature(ObservationDecoder.forward).parameters) == ["self", "context", "text_ids"]
+    assert [f.name for f in dataclasses.fields(DecoderContext)] == [
         "latent",
         "query_ids",
         "query_mask",
-        "text_ids",
         "previous_ids",
         "previous_mask",
     ]
@@ -46,7 +47,7 @@ def test_the_decoder_reads_only_a_latent_and_a_query(model):
     assert not decoder.config.copy_observation
     ids = torch.tensor([[model.tokenizer.act_id, 5]])
     with pytest.raises(ValueError, match="without copy_observation"):
-        decoder(torch.zeros(1, decoder.config.latent_size), ids, torch.ones_like(ids), ids, ids, torch.ones_like(ids))
+        decoder(DecoderContext(torch.zeros(1, decoder.config.latent_size), ids, torch.ones_like(ids), ids, torch.ones_like(ids)), ids)
 
 
 def test_states_with_one_latent_predict_alike_whatever_their_history(model):
@@ -69,7 +70,7 @@ def test_states_with_one_latent_predict_alike_whatever_their_history(model):
     query = torch.tensor([[model.tokenizer.act_id, 5]])
     text = torch.tensor([[model.tokenizer.bos_id, 6, 7]])
     with torch.no_grad():
-        same = [decoder(s.latent, query, torch.ones_like(query), text) for s in (a, b_with_a_latent)]
+        same = [decoder(DecoderContext(s.latent, query, torch.ones_like(query)), text) for s in (a, b_with_a_latent)]
     assert torch.equal(same[0], same[1])
 
 

@@ -20,6 +20,7 @@ from tests.world_model.test_copy_observation import CONFIG, decoder_inputs, prev
 from world_model import TurnTokenizer, WorldModel, WorldModelConfig
 from world_model.cached_decoding import CachedEnsembleDecoder
 from world_model.config import WorldModelOptions
+from world_model.decoder_context import DecoderContext
 from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.ordinal import OrdinalEmbedding, integer_value, value_ranks
@@ -82,18 +83,18 @@ def test_cached_and_batched_paths_equal_the_plain_forward_with_ordinal_numbers()
     text[:, 1:5], query_ids[:, 1] = torch.tensor([3, 5, 8, 9]), 7  # number words in all three places
     ids[:, 1] = 4
     with torch.no_grad():
-        full = torch.log_softmax(dynamics.logits(latent, query_ids, query_mask, text, ids, mask), -1)  # (K, B, S, V)
-        cached = CachedEnsembleDecoder(dynamics.decoders, latent, query_ids, query_mask, text.shape[1], ids, mask)
+        full = torch.log_softmax(dynamics.logits(DecoderContext(latent, query_ids, query_mask, ids, mask), text), -1)  # (K, B, S, V)
+        cached = CachedEnsembleDecoder(dynamics.decoders, DecoderContext(latent, query_ids, query_mask, ids, mask), text.shape[1])
         steps = [torch.log_softmax(cached.next_logits(text[:, s]), -1) for s in range(3)]
         keep = torch.tensor([True, False, True, True, False, True])
         cached.keep(keep)
         steps += [torch.log_softmax(cached.next_logits(text[keep, s]), -1) for s in range(3, text.shape[1])]
         scored = torch.arange(text.shape[1])[None] < torch.tensor([9, 4, 1, 9, 6, 2])[:, None]  # (B, S)
-        packed = torch.log_softmax(member_logits_at(dynamics.decoders, latent, query_ids, query_mask, text, scored,
-                                                    ids, mask), -1)  # (K, P, V)
+        packed = torch.log_softmax(member_logits_at(dynamics.decoders, DecoderContext(latent, query_ids, query_mask, ids, mask), text,
+                                                    scored), -1)  # (K, P, V)
         for decoder in dynamics.decoders:
             decoder.ordinal.steps.zero_()
-        without = torch.log_softmax(dynamics.logits(latent, query_ids, query_mask, text, ids, mask), -1)
+        without = torch.log_softmax(dynamics.logits(DecoderContext(latent, query_ids, query_mask, ids, mask), text), -1)
     assert float((without - full).abs().max()) > 1e-2  # the component does reach the plain forward
     for s, step in enumerate(steps):
         assert float((step - full[:, keep if s >= 3 else slice(None), s]).abs().max()) < 1e-5, s
@@ -117,7 +118,7 @@ def test_the_encoder_reads_the_ordinal_component_of_number_words_only():
 def test_off_leaves_every_existing_weight_and_a_fresh_model_with_it_on_computes_the_same(
     hn_tokenizer, hn_trajectories
 ):
-    from world_model.batch import build_training_batch
+    from world_model.trajectory_rows import build_training_batch
 
     off, on = tiny_model(hn_tokenizer, seed=3), tiny_model(hn_tokenizer, seed=3, ordinal_numbers=True)
     plain, extended = off.state_dict(), on.state_dict()

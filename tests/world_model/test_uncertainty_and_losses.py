@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from world_model.decoder_context import DecoderContext
 from world_model.disagreement_score import row_score, scattered_score
 from world_model.losses import done_bce, regression_mse, token_nll
 from world_model.uncertainty import entropy, member_std, mutual_information
@@ -117,7 +118,7 @@ def test_the_model_scores_with_its_configured_pooling():
     with torch.no_grad():
         q_ids, q_mask = model._rows([tk.query_row(w) for w in tk.action_words(["right"])])
         t_ids, t_mask = model._rows([tk.text_row(w) for w in tk.observation_words([nxt])])
-        probs = torch.softmax(model.dynamics.logits(state.latent, q_ids, q_mask, t_ids[:, :-1]), -1)
+        probs = torch.softmax(model.dynamics.logits(DecoderContext(state.latent, q_ids, q_mask), t_ids[:, :-1]), -1)
     per_token = mutual_information(probs)[0]  # (S - 1,) every scored token is real here
     assert math.isclose(float(model.disagreement(state, ["right"], [nxt])), float(per_token.sum()), rel_tol=1e-5)
     assert math.isclose(float(model.disagreement(state, ["right"], [nxt], score="max")), float(per_token.max()),

@@ -1,5 +1,6 @@
 """Configuration of the LM world model: the user's options (``LMOptions``, the ``world_model.lm``
-section) and the saved model's whole shape (``LMWorldModelConfig``, written to config.json)."""
+section) and the saved model's whole shape (``LMWorldModelConfig``, written to config.json: those
+options, the ensemble's, and the tokenizer's sizes)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from world_model.disagreement_score import check_score
+from world_model.ensemble_options import EnsembleOptions
 
 DTYPES = ("float32", "bfloat16")
 
@@ -64,8 +65,10 @@ class LMOptions:
 
 
 @dataclass
-class LMWorldModelConfig:
-    """Everything needed to rebuild a saved ``LMWorldModel`` without the env or the network."""
+class LMWorldModelConfig(EnsembleOptions):
+    """Everything needed to rebuild a saved ``LMWorldModel`` without the env or the network: the
+    ``world_model`` group's ensemble options (``EnsembleOptions``, declared once there; the same
+    options and scale as the latent model's), its ``lm`` section and the tokenizer's sizes."""
 
     options: LMOptions
     """How the members were built."""
@@ -75,10 +78,6 @@ class LMWorldModelConfig:
     """See ``max_observation_words``."""
     vocab_size: int
     """Length of the env word tokenizer (``TurnTokenizer``)."""
-    num_members: int = 3
-    """Ensemble members K; 1 gives no disagreement."""
-    head_hidden: int = 64
-    """Hidden width of each member's reward and done head."""
     reward_weight: float = 1.0
     """Weight of the reward MSE in the loss."""
     done_weight: float = 1.0
@@ -87,23 +86,20 @@ class LMWorldModelConfig:
     """A pretrained model's Hugging Face config (filled when built from ``options.pretrained``), so a
     saved model is rebuilt from its own folder."""
     kind: str = "lm"
-    """Tells ``world_model.loading`` which model a folder holds."""
-    disagreement: str = "sum"
-    """How each observation's per-token disagreement is pooled (``world_model.disagreement``, the same
-    options and scale as the latent model's: ``sum``, ``max`` or ``mean``)."""
+    """Tells ``world_model.loading`` which model a folder holds (a key of ``world_model.kinds``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.options, dict):
             self.options = LMOptions(**self.options)
-        for name in ("max_observation_words", "max_action_words", "vocab_size", "num_members", "head_hidden"):
+        for name in ("max_observation_words", "max_action_words", "vocab_size"):
             _check_int("LMWorldModelConfig", name, getattr(self, name), 1)
+        self.check_ensemble("LMWorldModelConfig")
         for name in ("reward_weight", "done_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"LMWorldModelConfig.{name} must be a number >= 0, got {value!r}")
         if self.kind != "lm":
             raise ValueError(f"LMWorldModelConfig.kind must be 'lm', got {self.kind!r}")
-        check_score(self.disagreement, "LMWorldModelConfig.disagreement")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

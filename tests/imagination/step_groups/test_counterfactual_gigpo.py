@@ -70,12 +70,7 @@ def estimator(options: CounterfactualConfig, **imagination) -> glue.Counterfactu
 def gigpo_of(batch, algo):
     rows = turn_rows(batch.trajectories, batch.row_keys, invalid_action_penalty=algo.invalid_action_penalty)
     return gigpo_advantages(
-        rows.group_ids,
-        rows.traj_ids,
-        rows.steps,
-        rows.anchors,
-        rows.step_rewards,
-        rows.episode_rewards,
+        rows.step_rows(),
         gamma=algo.gamma,
         omega=algo.omega,
     )

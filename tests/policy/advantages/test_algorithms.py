@@ -23,6 +23,7 @@ from policy.advantages.algorithms import (
     turn_rows,
 )
 from policy.advantages.config import ALGORITHMS, AlgoConfig
+from policy.advantages.step_rows import StepRows
 from tests.policy.references import ref_group_norm
 
 
@@ -337,7 +338,7 @@ def test_grpo_singleton_and_all_equal_groups_through_the_algorithm():
 # ----------------------------------------------------------------------------------------------
 
 def direct_columns(keys):
-    return dict(
+    return StepRows(
         group_ids=torch.tensor(column(keys, lambda tr, i, t: tr.group_id)),
         traj_ids=torch.tensor(column(keys, lambda tr, i, t: tr.trajectory_id)),
         steps=torch.tensor(column(keys, lambda tr, i, t: t)),
@@ -362,10 +363,10 @@ def test_gigpo_matches_reference_and_direct_call(options, keys):
     adv = group_baseline_token_advantages(AlgoConfig(name="gigpo", **options), rows, mask)
     expected = ref_gigpo(keys, **options)
     assert_broadcast(adv, expected, mask)
-    direct = gigpo_advantages(**direct_columns(keys), **options).advantages
+    direct = gigpo_advantages(direct_columns(keys), **options).advantages
     assert torch.allclose(adv, direct.unsqueeze(-1) * mask, atol=1e-7, rtol=0)
     # The options matter for this batch, so the comparison above would see one that was dropped.
-    assert not torch.allclose(direct, gigpo_advantages(**direct_columns(keys)).advantages)
+    assert not torch.allclose(direct, gigpo_advantages(direct_columns(keys)).advantages)
 
 
 def test_gigpo_step_groups_do_not_cross_episode_groups():
@@ -396,9 +397,9 @@ def test_hgpo_matches_reference_and_direct_call(options, keys):
     expected = ref_hgpo(keys, **options)
     assert any(abs(x) > 1e-3 for x in expected)
     assert_broadcast(adv, expected, mask)
-    direct = hgpo_advantages(**direct_columns(keys), **options).advantages
+    direct = hgpo_advantages(direct_columns(keys), **options).advantages
     assert torch.allclose(adv, direct.unsqueeze(-1) * mask, atol=1e-7, rtol=0)
-    assert not torch.allclose(direct, hgpo_advantages(**direct_columns(keys)).advantages)
+    assert not torch.allclose(direct, hgpo_advantages(direct_columns(keys)).advantages)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Advantage estimators against hand-worked numbers and brute-force pure-Python references."""
 
+import dataclasses
 import math
 
 import pytest
@@ -19,6 +20,7 @@ from policy.advantages import (
     sppo_advantages,
     whiten,
 )
+from policy.advantages.step_rows import StepRows
 from policy.losses import sequence_value_loss
 from tests.policy.references import ref_group_norm
 
@@ -257,13 +259,13 @@ ROWS = [  # (group, traj, step, anchor, step reward, episode score)
 ]
 
 
-def columns(rows):
+def step_rows(rows):
     g, tr, s, a, r, e = zip(*rows, strict=True)
-    return list(g), list(tr), list(s), list(a), t64(r), t64(e)
+    return StepRows(list(g), list(tr), list(s), list(a), t64(r), t64(e))
 
 
 def test_gigpo_hand_worked_interleaved_with_repeated_anchor():
-    out = gigpo_advantages(*columns(ROWS), gamma=0.95)
+    out = gigpo_advantages(step_rows(ROWS), gamma=0.95)
     # returns: T1 [0.95^2, 0.95, 1] = [0.9025, 0.95, 1]; T2 [0, 0]; T3 [0.5]
     assert_close(out.step_returns, [0.9025, 0.0, 0.5, 0.95, 0.0, 1.0])
     # episode, rows pooled in group 0: scores [1, 0, 1, 0, 1] -> mean 0.6, sample var (3 * 0.16 + 2 * 0.36) / 4 = 0.3
@@ -279,16 +281,16 @@ def test_gigpo_hand_worked_interleaved_with_repeated_anchor():
     step = [(0.9025 - mean) / sd, -mean / sd, 0.0, 0.0, 0.0, (1.0 - mean) / sd]
     assert_close(out.step_advantages, step)
     assert_close(out.advantages, [e + x for e, x in zip(episode, step, strict=True)])
-    half = gigpo_advantages(*columns(ROWS), gamma=0.95, omega=0.5)
+    half = gigpo_advantages(step_rows(ROWS), gamma=0.95, omega=0.5)
     assert_close(half.advantages, [e + 0.5 * x for e, x in zip(episode, step, strict=True)])
 
 
 def test_gigpo_episode_stats_per_trajectory_and_mean_norm():
-    out = gigpo_advantages(*columns(ROWS), gamma=0.95, episode_stats="trajectories")
+    out = gigpo_advantages(step_rows(ROWS), gamma=0.95, episode_stats="trajectories")
     # one value per trajectory in group 0: [1, 0] -> mean 0.5, sample std sqrt(0.5)
     s = math.sqrt(0.5) + 1e-6
     assert_close(out.episode_advantages, [0.5 / s, -0.5 / s, 0.5 / (1 + 1e-6), 0.5 / s, -0.5 / s, 0.5 / s])
-    centred = gigpo_advantages(*columns(ROWS), gamma=0.95, mode="mean_norm")
+    centred = gigpo_advantages(step_rows(ROWS), gamma=0.95, mode="mean_norm")
     # episode: score - 0.6 in group 0, raw 0.5 for the singleton; step: R - 1.9025 / 3 in (0, s0)
     m = 1.9025 / 3
     assert_close(centred.episode_advantages, [0.4, -0.6, 0.5, 0.4, -0.6, 0.4])
@@ -296,15 +298,17 @@ def test_gigpo_episode_stats_per_trajectory_and_mean_norm():
 
 
 def test_gigpo_rejects_bad_rows_and_options():
-    g, tr, s, a, r, e = columns(ROWS)
+    rows = step_rows(ROWS)
     with pytest.raises(ValueError, match="repeated step"):
-        gigpo_advantages(g, tr, [0, 0, 0, 0, 1, 0], a, r, e)
+        gigpo_advantages(dataclasses.replace(rows, steps=[0, 0, 0, 0, 1, 0]))
     with pytest.raises(ValueError, match="more than one episode group"):
-        gigpo_advantages([0, 0, 1, 0, 0, 1], tr, s, a, r, e)
+        gigpo_advantages(dataclasses.replace(rows, group_ids=[0, 0, 1, 0, 0, 1]))
     with pytest.raises(ValueError, match="episode_stats"):
-        gigpo_advantages(g, tr, s, a, r, e, episode_stats="steps")
+        gigpo_advantages(rows, episode_stats="steps")
     with pytest.raises(ValueError, match="more than one episode score"):
-        gigpo_advantages(g, tr, s, a, r, t64([1.0, 0.0, 0.5, 0.0, 0.0, 1.0]), episode_stats="trajectories")
+        gigpo_advantages(
+            dataclasses.replace(rows, episode_rewards=t64([1.0, 0.0, 0.5, 0.0, 0.0, 1.0])), episode_stats="trajectories"
+        )
 
 
 @st.composite
@@ -339,7 +343,7 @@ def step_batches(draw):
     omega=st.sampled_from([1.0, 0.5]),
 )
 def test_gigpo_matches_reference(rows, gamma, mode, episode_stats, omega):
-    out = gigpo_advantages(*columns(rows), gamma=gamma, omega=omega, mode=mode, episode_stats=episode_stats)
+    out = gigpo_advantages(step_rows(rows), gamma=gamma, omega=omega, mode=mode, episode_stats=episode_stats)
     g, tr, s, a, r, e = zip(*rows, strict=True)
     total, episode, step, returns = ref_gigpo(
         g, tr, s, a, r, e, gamma=gamma, omega=omega, mode=mode, eps=1e-6, episode_stats=episode_stats
@@ -367,7 +371,7 @@ HROWS = [
 
 
 def test_hgpo_hand_worked_levels():
-    out = hgpo_advantages(*columns(HROWS), gamma=0.5, K=1, alpha=1.0)
+    out = hgpo_advantages(step_rows(HROWS), gamma=0.5, K=1, alpha=1.0)
     assert out.levels == (1, 2)
     # level 1 at t=0: (a) holds T1 0.5, T2 0 -> mean 0.25, population std 0.25 -> +-0.25 / (0.25 + 1e-6);
     #   (c) holds T3 alone -> skipped (0)
@@ -391,16 +395,16 @@ def test_hgpo_hand_worked_levels():
     assert_close(out.advantages, expected)
     assert_close(out.step_returns, [0.5, 0.5, 0.0, 0.0, 1.0, 1.0])
     # K = 2 adds level 3, which no step of length-2 trajectories reaches: same advantages
-    k2 = hgpo_advantages(*columns(HROWS), gamma=0.5, K=2)
+    k2 = hgpo_advantages(step_rows(HROWS), gamma=0.5, K=2)
     assert k2.level_advantages.shape == (6, 3) and k2.level_advantages[:, 2].abs().sum() == 0
     assert torch.allclose(k2.advantages, out.advantages)
 
 
 def test_hgpo_mean_norm_alpha_and_base_group():
-    centred = hgpo_advantages(*columns(HROWS), gamma=0.5, K=1, alpha=2.0, mode="mean_norm")
+    centred = hgpo_advantages(step_rows(HROWS), gamma=0.5, K=1, alpha=2.0, mode="mean_norm")
     # T1@1: level 1: 1 - 2/3 = 1/3 (weight 2^2 = 4); level 2: 1 - 0.5 = 0.5 (weight 3^2 = 9)
     assert centred.advantages[4].item() == pytest.approx((4 / 3 + 9 * 0.5) / (13 + 1e-6), abs=1e-12)
-    based = hgpo_advantages(*columns(HROWS), gamma=0.5, K=1, base_group=True)
+    based = hgpo_advantages(step_rows(HROWS), gamma=0.5, K=1, base_group=True)
     assert based.levels == (0, 1, 2) and based.level_advantages.shape == (6, 3)
     # base: scores pooled over rows [1, 1, 0, 0, 1, 1] -> mean 2/3,
     # sample var (4 * (1/3)^2 + 2 * (2/3)^2) / 5 = (12/9) / 5 = 4/15
@@ -415,7 +419,7 @@ def test_hgpo_mean_norm_alpha_and_base_group():
 
 def test_hgpo_all_equal_level_gives_exact_zero():
     rows = [(0, "A", 0, "x", 1.0, 1.0), (0, "B", 0, "x", 1.0, 1.0)]
-    out = hgpo_advantages(*columns(rows))
+    out = hgpo_advantages(step_rows(rows))
     assert out.advantages.tolist() == [0.0, 0.0]
 
 
@@ -429,7 +433,7 @@ def test_hgpo_all_equal_level_gives_exact_zero():
     base_group=st.booleans(),
 )
 def test_hgpo_matches_reference(rows, gamma, K, alpha, mode, base_group):  # noqa: N803
-    out = hgpo_advantages(*columns(rows), gamma=gamma, K=K, alpha=alpha, mode=mode, base_group=base_group)
+    out = hgpo_advantages(step_rows(rows), gamma=gamma, K=K, alpha=alpha, mode=mode, base_group=base_group)
     g, tr, s, a, r, e = zip(*rows, strict=True)
     expected, returns = ref_hgpo(g, tr, s, a, r, e, gamma=gamma, K=K, alpha=alpha, mode=mode, base_group=base_group)
     assert out.level_advantages.shape == (len(rows), K + 1 + int(base_group))

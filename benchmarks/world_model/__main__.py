@@ -1,0 +1,3 @@
+from benchmarks.world_model.cli import main
+
+main()

@@ -1,3 +1,0 @@
-from experiments.benchmarks.world_model.cli import main
-
-main()
