@@ -155,3 +155,5 @@ class WorldModelOptions(LatentOptions):
         for name in ("max_observation_words", "max_action_words"):
             check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
         check_kind_reads(self)
+        if self.name == "lm":
+            self.lm.check_all_read()

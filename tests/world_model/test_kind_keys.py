@@ -19,6 +19,7 @@ from experiments.world_model_builder import build_world_model
 from tests.world_model.lm.test_lm_pretrained import save_local_model
 from world_model.config import KIND_KEYS, KIND_NAMES, WorldModelOptions
 from world_model.kinds import kind_of
+from world_model.lm.config import TINY_SHAPE, LMOptions
 
 ENV = "hidden_number"
 BASES = {  # tiny models of each kind, every other key at its default
@@ -32,9 +33,12 @@ PRETRAINED = "<a local pretrained folder>"  # replaced by the fixture's folder
 OTHER_VALUES = {"disagreement": "max", "lm.dtype": "bfloat16", "lm.device": "cuda", "lm.pretrained": PRETRAINED,
                 "max_observation_words": 2, "max_action_words": 1}
 """Keys whose other value the generic rule (flip a bool, double a number, 1 for 0) cannot give."""
-NEEDS = {"decoder.aligned_copy": {"decoder.copy_observation": True}, "lm.lora_rank": {"lm.pretrained": PRETRAINED},
-         "lm.lora_alpha": {"lm.pretrained": PRETRAINED, "lm.lora_rank": 1}}
-"""Keys that only mean something with others set: those are set on both sides of the comparison."""
+TINY_DEFAULTS = {f"lm.{f.name}": f.default for f in dataclasses.fields(LMOptions) if f.name in TINY_SHAPE}
+NEEDS = {"decoder.aligned_copy": {"decoder.copy_observation": True}, "lm.pretrained": TINY_DEFAULTS,
+         "lm.lora_rank": {**TINY_DEFAULTS, "lm.pretrained": PRETRAINED},
+         "lm.lora_alpha": {**TINY_DEFAULTS, "lm.pretrained": PRETRAINED, "lm.lora_rank": 1}}
+"""Keys that only mean something with others set (a pretrained checkpoint has its own shape): those
+are set on both sides of the comparison."""
 
 
 def leaves(cls: type, prefix: str = "") -> list[tuple[str, object]]:
@@ -158,3 +162,14 @@ def test_another_value_changes_the_model_or_is_refused_naming_the_key(kind, key,
             build(changed)
         return
     assert differs(base, changed, episodes), f"world_model.{key} set for {kind} changes nothing"
+
+
+@pytest.mark.parametrize(("lm", "key"), [
+    ({"pretrained": "/models/x", "hidden_size": 32}, "lm.hidden_size"),
+    ({"pretrained": "/models/x", "num_layers": 1}, "lm.num_layers"),
+    ({"lora_alpha": 8.0}, "lm.lora_alpha"),
+])
+def test_an_lm_option_its_build_would_drop_is_refused_naming_it(lm, key):
+    with pytest.raises(ValueError, match=rf"world_model\.{key} "):
+        WorldModelOptions(name="lm", lm=lm)
+    assert LMOptions(**lm)  # a saved model's options load as they were built
