@@ -73,3 +73,17 @@ def test_without_bootstrap_or_in_eval_every_member_sees_the_whole_batch():
                              row_weights=torch.ones(2, len(rows)))
     for name, value in plain.items():  # weights of 1 are the plain means
         assert torch.allclose(value, whole[name], rtol=1e-6, atol=1e-7), name
+
+
+def test_a_bootstrapped_fit_is_the_same_for_the_same_seed_and_leaves_the_callers_rng_alone():
+    from world_model.fitting import fit_any
+
+    episodes = collect(RandomAgent(0), ENV, group_size=4, group_seeds=[3], progress=False)
+    runs = []
+    for _ in range(2):
+        model = lm_model(2, bootstrap=True)
+        state = torch.random.get_rng_state()
+        fit_any(episodes, [], model, max_steps=2, batch_size=4, seed=5, score_train=False)
+        assert torch.equal(torch.random.get_rng_state(), state)
+        runs.append(model.state_dict())
+    assert all(torch.equal(runs[0][name], runs[1][name]) for name in runs[0])
