@@ -64,8 +64,10 @@ LATENT_MODEL = [
 ]
 MODEL_BASED = [*IMAGINATION, *LATENT_MODEL]
 # The LM world model at its default sizes (world_model/lm.yaml: 2-layer 64-wide members, a 4-turn
-# window, which covers the whole of a 3-turn learning_check episode).
-LM_MODEL = ["world_model=lm"]
+# window, which covers the whole of a 3-turn learning_check episode). The frozen_lake and sokoban
+# presets turn on the latent decoder's copy path, which the LM model does not read (it reads the
+# history verbatim): back to the defaults, since a key the chosen kind does not read is refused.
+LM_MODEL = ["world_model=lm", "world_model.decoder.copy_observation=false", "world_model.decoder.aligned_copy=false"]
 MODEL_BASED_LM = [*IMAGINATION, *LM_MODEL]
 METHODS: dict[str, list[str]] = {
     "ppo_turn": ["algo=ppo_turn"],

@@ -8,7 +8,8 @@ saved model's config.json records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from typing import Any
 
 from envs.checks import check_bool, check_int
 from world_model.disagreement_score import check_score
@@ -70,19 +71,63 @@ KIND_NAMES = ("latent", "lm")
 """The names of ``world_model.kinds.KINDS``, spelled here so that validating a config imports no model
 (the table imports the models, which import this module); a test holds the two equal."""
 
+SHARED_KEYS = ("name", "num_members", "head_hidden", "disagreement", "bootstrap", "max_observation_words",
+               "max_action_words")
+"""The ``world_model`` keys every kind reads."""
+KIND_KEYS: dict[str, tuple[str, ...]] = {
+    "latent": (*SHARED_KEYS, "ordinal_numbers", "latent_size", "encoder", "decoder"),
+    "lm": (*SHARED_KEYS, "lm"),
+}
+"""Kind -> the ``world_model`` keys (a leaf, or a whole section) its build and fit read
+(``world_model.kinds``); a value other than the default for any other key is refused at start, since
+the kind would drop it without a word. Spelled here for the same reason as ``KIND_NAMES``; a test
+sets every leaf to another value and holds each kind to this list."""
+
+
+def _default(f: Field) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def changed_keys(options: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the leaves of dataclass ``options`` (sections walked recursively) whose value is
+    not their field's default."""
+    keys = []
+    for f in fields(options):
+        value = getattr(options, f.name)
+        if is_dataclass(value):
+            keys += changed_keys(value, f"{prefix}{f.name}.")
+        elif value != _default(f):
+            keys.append(prefix + f.name)
+    return keys
+
+
+def kinds_reading(key: str) -> list[str]:
+    """The kinds whose ``KIND_KEYS`` cover the dotted ``key``."""
+    return [kind for kind, read in KIND_KEYS.items() if any(key == r or key.startswith(f"{r}.") for r in read)]
+
+
+def check_kind_reads(options: WorldModelOptions) -> None:
+    """Refuse, naming them in one line, the keys set to a non-default value that ``options.name`` does not read."""
+    unread = [(key, kinds_reading(key)) for key in changed_keys(options) if options.name not in kinds_reading(key)]
+    if unread:
+        raise ValueError("; ".join(f"world_model.{key} is read only by the {' and '.join(kinds)} world model; "
+                                   f"world_model.name={options.name} does not use it (leave it at its default)"
+                                   for key, kinds in unread))
+
 
 @dataclass
 class WorldModelOptions(LatentOptions):
     """Which world model (``name``), its sizes and the word caps of its tokenizer; the ensemble options
     (``num_members``, ``head_hidden``, ``disagreement``, ``bootstrap``, ``ordinal_numbers``) are
-    declared in ``world_model.ensemble_options``."""
+    declared in ``world_model.ensemble_options``. A key the chosen kind does not read (``KIND_KEYS``)
+    set to a non-default value is refused, naming it."""
 
     name: str = "latent"
     """A kind of ``world_model.kinds``: ``latent`` (history latent + ensemble decoders) or ``lm`` (an
     ensemble of causal LMs over the text history, ``world_model.lm``; its shape is the ``lm`` section,
     its ensemble ``num_members``)."""
     lm: LMOptions = field(default_factory=LMOptions)
-    """The LM world model's options (read only with ``name: lm``)."""
+    """The LM world model's options (read only with ``name: lm``; set with another kind, refused)."""
 
     latent_size: int = 128
     """Size D of the history latent."""
@@ -109,3 +154,6 @@ class WorldModelOptions(LatentOptions):
         self.check_latent("world_model")
         for name in ("max_observation_words", "max_action_words"):
             check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
+        check_kind_reads(self)
+        if self.name == "lm":
+            self.lm.check_all_read()

@@ -32,10 +32,13 @@ class WorldModelKind:
 
 
 def _build_latent(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int) -> WorldModel:
+    """Reads the keys ``KIND_KEYS["latent"]`` lists (``world_model.config``; any other set is refused there)."""
     return WorldModel(WorldModelConfig.from_options(tokenizer, options), tokenizer, seed=seed)
 
 
 def _build_lm(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int) -> LMWorldModel:
+    """Reads the keys ``KIND_KEYS["lm"]`` lists: the ``lm`` section, the word caps (in ``tokenizer``) and
+    the ensemble options (``bootstrap`` acts in the fit)."""
     ensemble = {f.name: getattr(options, f.name) for f in fields(EnsembleOptions)}  # declared once
     config = LMWorldModelConfig(options.lm, tokenizer.limits.observation, tokenizer.limits.action, len(tokenizer),
                                 **ensemble)

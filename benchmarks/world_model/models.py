@@ -33,16 +33,19 @@ OPTIONS = {"ordinal": {"ordinal_numbers": True}}
 
 def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
           lm_options: LMOptions | None = None, bootstrap: bool = False) -> WorldModelLike:
-    """A fresh model of ``kind`` over the env's words (the LM's shape from ``lm_options``; ``bootstrap``
-    for the latent one's members)."""
+    """A fresh model of ``kind`` over the env's words (the LM's shape from ``lm_options``, the latent
+    model's from ``latent_size``: each kind is given only the keys it reads; ``bootstrap`` for either's
+    members)."""
     if kind not in MODELS:
         raise ValueError(f"unknown world model {kind!r}; choose from {MODELS}")
     spec = ENVS[env]
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
     name = "lm" if kind == "lm" else "latent"  # the latent model's variants differ only in their options
-    options = WorldModelOptions(name=name, lm=lm_options or LMOptions(), latent_size=latent_size, num_members=members,
-                                bootstrap=bootstrap, decoder=DecoderSection(**DECODERS.get(kind, {})),
-                                **OPTIONS.get(kind, {}))
+    if name == "lm":
+        own = {"lm": lm_options or LMOptions()}
+    else:
+        own = {"latent_size": latent_size, "decoder": DecoderSection(**DECODERS[kind]), **OPTIONS.get(kind, {})}
+    options = WorldModelOptions(name=name, num_members=members, bootstrap=bootstrap, **own)
     return KINDS[name].build(options, tk, seed)
 
 

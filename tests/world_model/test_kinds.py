@@ -30,10 +30,10 @@ def test_an_unknown_name_is_refused_by_key_with_the_kinds():
 @pytest.mark.parametrize("name", ["latent", "lm"])
 def test_each_kind_builds_saves_and_loads_as_its_own_class(name, tmp_path):
     tokenizer = TurnTokenizer.for_env("hidden_number")
-    options = WorldModelOptions(name=name, num_members=2, latent_size=8, head_hidden=4,
-                                encoder={"embed_size": 4, "feature_size": 8, "conv_layers": 0},
-                                decoder={"model_size": 4, "num_layers": 1, "num_heads": 1, "latent_slots": 1},
-                                lm={"hidden_size": 8, "intermediate_size": 8, "num_layers": 1, "num_heads": 1})
+    own = {"latent": {"latent_size": 8, "encoder": {"embed_size": 4, "feature_size": 8, "conv_layers": 0},
+                      "decoder": {"model_size": 4, "num_layers": 1, "num_heads": 1, "latent_slots": 1}},
+           "lm": {"lm": {"hidden_size": 8, "intermediate_size": 8, "num_layers": 1, "num_heads": 1}}}[name]
+    options = WorldModelOptions(name=name, num_members=2, head_hidden=4, **own)
     model = kind_named(name).build(options, tokenizer, 0)
     assert type(model) is {"latent": WorldModel, "lm": LMWorldModel}[name]
     assert kind_of(model) is KINDS[name]

@@ -11,6 +11,8 @@ from typing import Any
 from world_model.ensemble_options import EnsembleOptions
 
 DTYPES = ("float32", "bfloat16")
+TINY_SHAPE = ("hidden_size", "intermediate_size", "num_layers", "num_heads")
+"""The options that shape tiny members; a pretrained checkpoint brings its own shape."""
 
 
 def _check_int(owner: str, name: str, value: Any, least: int) -> None:
@@ -62,6 +64,19 @@ class LMOptions:
             raise ValueError(f"{owner}.lora_rank needs {owner}.pretrained (LoRA adapts a pretrained model)")
         if not self.lora_alpha > 0:
             raise ValueError(f"{owner}.lora_alpha must be > 0, got {self.lora_alpha!r}")
+
+    def check_all_read(self, owner: str = "world_model.lm") -> None:
+        """Refuse, naming it, an option set away from its default that this build would drop: a tiny
+        member's shape with ``pretrained``, ``lora_alpha`` without LoRA. For the user's config only (a
+        saved model's options load as they were built)."""
+        defaults = LMOptions()
+        if self.pretrained is not None:
+            for name in TINY_SHAPE:
+                if getattr(self, name) != getattr(defaults, name):
+                    raise ValueError(f"{owner}.{name} shapes tiny members only; with {owner}.pretrained the "
+                                     "checkpoint's own shape is used (leave it at its default)")
+        if self.lora_rank == 0 and self.lora_alpha != defaults.lora_alpha:
+            raise ValueError(f"{owner}.lora_alpha scales LoRA adapters only; it needs {owner}.lora_rank >= 1")
 
 
 @dataclass
