@@ -58,9 +58,13 @@ def test_paired_ratio_by_hand():
 
 
 def test_the_pairing_follows_the_seeds():
-    # The same values unpaired differently: b / a = 8, 4, 1 -> geometric mean 32 ** (1/3), not 4.
-    paired = paired_log_ratio([500, 2000, 1000], [4000, 8000, 1000])
-    assert paired.ratio == pytest.approx(32 ** (1 / 3))
+    # The ratio (a geometric mean of ratios is the ratio of geometric means) does not depend on the
+    # pairing; its interval does. Seed by seed b is 3 times a, so the paired interval has no width,
+    # where seeds paired the other way round (12, 3, 0.75) would spread over two orders of magnitude.
+    paired = paired_log_ratio([1000, 2000, 4000], [3000, 6000, 12000])
+    assert paired.ratio == pytest.approx(3.0)
+    assert paired.interval == pytest.approx((3.0, 3.0))
+    assert paired_log_ratio([4000, 2000, 1000], [3000, 6000, 12000]).ratio == pytest.approx(3.0)
 
 
 def test_paired_ratio_of_one_seed_has_no_interval_and_bad_input_is_named():
