@@ -20,6 +20,7 @@ report prints ``TOO_FEW`` in its place.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 from experiments.reporting.curves import mean_and_std, t_quantile
 
 TOO_FEW = "too few seeds to bound"
+
+# The quantile depends only on the level and the seed count, and takes ~0.1 s to integrate: once each.
+_t_quantile = functools.lru_cache(maxsize=None)(t_quantile)
 
 
 def geometric_mean(values: Sequence[float]) -> float:
@@ -43,7 +47,7 @@ def log_t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float,
     if len(values) < 2 or any(not v > 0 for v in values):
         return None
     mean, std = mean_and_std([math.log(v) for v in values])
-    half = t_quantile(0.5 + level / 2, len(values) - 1) * std / math.sqrt(len(values))
+    half = _t_quantile(0.5 + level / 2, len(values) - 1) * std / math.sqrt(len(values))
     return math.exp(mean - half), math.exp(mean + half)
 
 
