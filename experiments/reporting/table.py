@@ -5,7 +5,7 @@ run counts with what it has logged so far); failed runs are counted apart and li
 Real steps to the target follow ``run_steps_to_target``: on the mark grid shared by every run
 (``marks`` real env steps apart), the first mark from which success stays at or above the target
 for the next two marks; with 2+ seeds that all reached it, their geometric mean with its 95% interval
-(``intervals.log_t_interval``: never negative, where a t interval of the raw mean of three seeds is).
+(``intervals.log_t_interval``: never negative, where a t interval of the raw mean can run below 0).
 """
 
 from __future__ import annotations
