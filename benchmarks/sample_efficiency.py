@@ -43,7 +43,8 @@ from experiments.config import Resolved, register_configs, validate
 from experiments.report import write_report
 from experiments.reporting import Run, SummaryRow, configurations, load_runs, summary_rows
 from experiments.reporting.break_even import break_even_step_cost, format_step_cost
-from experiments.reporting.table import common_marks, steps_lower_bound
+from experiments.reporting.intervals import TOO_FEW, interval_text, paired_log_ratio
+from experiments.reporting.table import common_marks, run_steps_to_target, steps_lower_bound
 from experiments.resume import CHECKPOINTS
 
 CONF = Path(__file__).resolve().parents[1] / "experiments" / "conf"
@@ -244,7 +245,8 @@ def best(rows: list[SummaryRow], model_based: bool) -> SummaryRow | None:
 
 def headline(source: Path | list[Run], target: float) -> str:
     """One line: the best model-based method against the best model-free method or control, real steps
-    to ``target`` by the report's rule, their ratio when both reached it on every seed, and then the
+    to ``target`` by the report's rule, their per-seed ratio when both reached it on every seed
+    (``paired_ratio_text``), and then the
     break-even cost of a real step (``experiments/reporting/break_even.py``); when the model-based row
     reached it on every seed and no model-free row did, a lower bound on the ratio
     (``steps_lower_bound``, the smallest over the model-free rows). ``source``: an env's folder, or its
@@ -260,7 +262,7 @@ def headline(source: Path | list[Run], target: float) -> str:
     if not (mb.seeds and mb.reached == mb.seeds and mb.steps_mean):
         return text
     if mf.reached == mf.seeds:
-        text += f": {mf.steps_mean / mb.steps_mean:.1f}x fewer"
+        text += ": " + paired_ratio_text(configs[mb.label], configs[mf.label], target, marks)
         if mb.step_seconds_mean is not None and mf.step_seconds_mean is not None:
             text += "; " + wall_clock_text(mb, mf)
         return text
@@ -269,6 +271,24 @@ def headline(source: Path | list[Run], target: float) -> str:
     bound = min(b for b in bounds if b is not None)
     return (text + f": at least {bound / mb.steps_mean:.1f}x fewer (no model-free method or control held {target:g} "
             "on every seed; a seed that did not is counted at the earliest mark from which it still could)")
+
+
+def paired_ratio_text(mb_runs: list[Run], mf_runs: list[Run], target: float, marks: float | None) -> str:
+    """How many times fewer real steps the model-based runs needed than the model-free ones, seed by seed
+    (``intervals.paired_log_ratio`` over the seeds both arms ran and did not fail): the geometric mean of
+    the per-seed ratios and its 95% interval, or ``TOO_FEW`` in its place with fewer than two pairs."""
+    def by_seed(runs: list[Run]) -> dict[int | None, float | None]:
+        return {run.seed: run_steps_to_target(run, target, marks) for run in runs if run.status != "failed"}
+
+    mb, mf = by_seed(mb_runs), by_seed(mf_runs)
+    seeds = [seed for seed in mb if seed in mf and mb[seed] and mf[seed]]  # a seed at 0 steps has no ratio
+    if not seeds:
+        return "no seed of both arms reached it after 0 steps: no paired ratio"
+    paired = paired_log_ratio([mb[seed] for seed in seeds], [mf[seed] for seed in seeds])
+    if paired.interval is None:
+        return f"{paired.ratio:.1f}x fewer ({TOO_FEW}: {paired.pairs} paired seed)"
+    return (f"{paired.ratio:.1f}x fewer {interval_text(paired.interval, '{:.1f}')} (geometric mean of the "
+            f"per-seed ratios over {paired.pairs} paired seeds, 95% interval)")
 
 
 def arm_text(row: SummaryRow) -> str:

@@ -233,17 +233,19 @@ def test_table_is_best_first_with_not_reached_counts(tmp_path):
     assert fast.steps == [200, 300] and fast.steps_mean == 250
     assert fast.steps_std == pytest.approx(math.sqrt(2 * 50**2))  # 70.71
     assert fast.final_mean == pytest.approx(0.85) and fast.final_std == pytest.approx(0.05 * math.sqrt(2))
-    # 95% t interval with one degree of freedom: 250 ± 12.706 * 70.71 / sqrt(2) = 250 ± 635.3
-    assert fast.steps_ci == pytest.approx((250 - 635.31, 250 + 635.31), abs=0.01)
-    assert fast.steps_text() == "250 [-385, 885]" and fast.final_text() == "0.85 ± 0.07"
-    assert rows[2].steps_text() == "400" and rows[2].final_text() == "0.85"  # one seed: no spread
+    # 95% interval on the log scale, one degree of freedom (t = tan(0.475 pi) = 12.706): geometric mean
+    # sqrt(200 * 300) = 244.9 times exp(-+ 12.706 * (log 1.5 / sqrt 2) / sqrt 2) = exp(-+ 2.576): 18.6 and 3,220
+    half = math.tan(0.475 * math.pi) * math.log(1.5) / 2
+    assert fast.steps_ci == pytest.approx((math.sqrt(60000) * math.exp(-half), math.sqrt(60000) * math.exp(half)))
+    assert fast.steps_text() == "245 [19, 3,220]" and fast.final_text() == "0.85 ± 0.07"
+    assert rows[2].steps_text() == "400 (too few seeds to bound)" and rows[2].final_text() == "0.85"  # one seed
     assert rows[3].steps_text() == "not reached (1/2)" and rows[3].reached == 1
     assert rows[4].steps_text() == "not reached (0/2)"
 
     table = format_table(rows, 0.8).splitlines()
-    assert table[0].split("|")[1:-1] == [" configuration                      ", " real steps to 0.8 ", " final success ",
+    assert table[0].split("|")[1:-1] == [" configuration                      ", " real steps to 0.8            ", " final success ",
                                          " wall time ", " CPU time ", " seeds "]
-    assert "| hidden_number: fast " in table[2] and "250 [-385, 885]" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
+    assert "| hidden_number: fast " in table[2] and "245 [19, 3,220]" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
     assert "| hidden_number: slow " in table[4] and "| 60 s " in table[4]  # one seed: no spread
     assert "not reached (1/2)" in table[5]
 
