@@ -29,7 +29,6 @@ A figure, not a timed test: several methods x 3 seeds take hours on two cores.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import subprocess
@@ -42,7 +41,7 @@ from experiments.checkpoint import list_checkpoints
 from experiments.config import Resolved, register_configs, validate
 from experiments.report import write_report
 from experiments.reporting import Run, SummaryRow, configurations, load_runs, summary_rows
-from experiments.reporting.break_even import break_even_step_cost, format_step_cost
+from experiments.reporting.break_even import break_even_step_cost, break_even_text
 from experiments.reporting.intervals import TOO_FEW, interval_text, paired_log_ratio
 from experiments.reporting.table import common_marks, run_steps_to_target, steps_lower_bound
 from experiments.resume import CHECKPOINTS
@@ -301,13 +300,8 @@ def arm_text(row: SummaryRow) -> str:
 def wall_clock_text(mb: SummaryRow, mf: SummaryRow) -> str:
     """When the model-based row also reaches the target first in wall-clock time (the break-even cost of
     a real step), with each row's compute seconds per real step."""
-    cost = break_even_step_cost(mb.steps_mean, mb.step_seconds_mean, mf.steps_mean, mf.step_seconds_mean)
-    if math.isinf(cost):
-        verdict = "never first in wall-clock (it needs as many real steps or more)"
-    elif cost == 0:
-        verdict = "first in wall-clock too, whatever a real step costs"
-    else:
-        verdict = f"first in wall-clock too once a real step costs {format_step_cost(cost)} or more"
+    verdict = break_even_text(break_even_step_cost(mb.steps_mean, mb.step_seconds_mean, mf.steps_mean,
+                                                   mf.step_seconds_mean))
     return f"{verdict} (compute per real step {mb.step_seconds_mean:.3f} s against {mf.step_seconds_mean:.3f} s)"
 
 

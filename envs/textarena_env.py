@@ -3,8 +3,9 @@
 What the adapter reconciles (the optional package: ``pip install -e '.[textarena]'``):
 
 - Global random: TextArena seeds and draws from Python's module-level ``random``. Every call into
-  the game runs under the env's own state (``envs.isolated_random``), so the caller's draws and
-  other envs' are untouched and an episode is determined by its reset seed and actions.
+  the game runs under the env's own stream (``envs.isolated_random``), in the calling thread only,
+  so the caller's draws and other envs' are untouched (also while a step run under a timeout hangs
+  in its thread) and an episode is determined by its reset seed and actions.
 - Turns and validity: TextArena does not count an invalid move as a turn and ends the game on the
   second invalid move in a row; a repeated guess is invalid although its text is well formed.
   Here every action is a turn (``info["turn"]``; the game's own count is ``info["game_turn"]``),
