@@ -13,7 +13,6 @@ success to ``<out>/summary.json``. A figure, not a timed test.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from envs.strict_json import strict_dumps
 from experiments.report import DEFAULT_TARGET, write_report
 from experiments.reporting import Run, load_run
 
@@ -94,7 +94,7 @@ def main() -> None:
         print("no run logged any metrics: nothing to report")
         sys.exit(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(run_summaries(runs), indent=2))
+    (args.out / "summary.json").write_text(strict_dumps(run_summaries(runs), indent=2))
     write_report(runs, args.out, args.target, name="baselines", echo=True)
 
 

@@ -331,11 +331,11 @@ def world_model_blow_up(folder: Path) -> Row:
 def _injected(nan_updates: set[int] | Callable[[int], bool], raise_env: bool) -> Iterator[None]:
     """Inside: the learner's updates numbered in ``nan_updates`` get NaN advantages, and (if
     ``raise_env``) the first env of the first training collection raises in ``step``."""
-    import experiments.train as train_module
+    import experiments.real_collection as collection_module
     from envs import make
     from policy.learner import PPOLearner
 
-    real_update, real_collect = PPOLearner.update, train_module.collect
+    real_update, real_collect = PPOLearner.update, collection_module.collect
     poisoned = nan_updates if callable(nan_updates) else nan_updates.__contains__
 
     def update(self, batch, advantages, **kwargs):
@@ -348,11 +348,11 @@ def _injected(nan_updates: set[int] | Callable[[int], bool], raise_env: bool) ->
         return real_collect(agent, factory, env_kwargs=env_kwargs, **kwargs)
 
     _RaisingEnv.built = 0
-    PPOLearner.update, train_module.collect = update, collect
+    PPOLearner.update, collection_module.collect = update, collect
     try:
         yield
     finally:
-        PPOLearner.update, train_module.collect = real_update, real_collect
+        PPOLearner.update, collection_module.collect = real_update, real_collect
 
 
 def _train(overrides: list[str], run_dir: Path) -> dict:

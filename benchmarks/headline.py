@@ -18,8 +18,9 @@ stopped ones from their newest checkpoint, so it can be run a few hours at a tim
 Per env it writes ``sample_efficiency.md`` / ``.png`` (every arm, the ledger, the overrides) and
 ``headline.md`` / ``.png``: the best model-based arm against the best model-free method or control
 (the report's order: every seed reached 0.8, fewest real steps; then the share that reached it; then
-final success), their real steps to 0.8 with a 95% interval, success at each budget, CPU time per
-run, the ratio, and the break-even cost of a real step.
+final success), their real steps to 0.8 (geometric mean over seeds with a 95% interval on the log
+scale), success at each budget, CPU time per run, the per-seed ratio with its 95% interval, and the
+break-even cost of a real step.
 
 With ``--keep DIR`` the record of every finished run (``experiments/reporting/archive.py``: its
 overrides, config, summary and evaluations, at most a few hundred kilobytes) is copied to ``DIR/<env>/`` beside the
@@ -101,6 +102,11 @@ def headline_rows(runs: list[Run], plan: EnvPlan) -> tuple[SummaryRow | None, Su
     return best(rows, True), best(rows, False), rows
 
 
+STEPS_NOTE = (f"Real steps to {TARGET:g}: the geometric mean over seeds and its 95% interval in brackets (a t "
+              "interval of the mean log steps, exponentiated; never negative), `not reached (k/n)` when only k of "
+              "n seeds held it. The ratio pairs the arms seed by seed (`experiments/reporting/intervals.py`).")
+
+
 def headline_table(mb: SummaryRow, mf: SummaryRow, plan: EnvPlan) -> str:
     """The two rows as Markdown: real steps to the target, success at each budget (the model-based
     budget marked as the equal one), CPU time per run and seeds."""
@@ -128,7 +134,7 @@ def write_headline(env_dir: Path, runs: list[Run]) -> Path | None:
     md = env_dir / "headline.md"
     md.write_text("\n".join([
         f"# {env_dir.name}: the best model-based arm against the best model-free method or control", "",
-        headline_table(mb, mf, plan), "", headline(runs, TARGET), "", f"![success against real env steps]({png.name})",
+        headline_table(mb, mf, plan), "", STEPS_NOTE, "", headline(runs, TARGET), "", f"![success against real env steps]({png.name})",
         "", "Every arm, its runs, the ledger and the overrides: `sample_efficiency.md`.", "",
     ]), encoding="utf-8")
     return md

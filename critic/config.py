@@ -1,8 +1,8 @@
 """``CriticConfig``: the ``critic`` Hydra group, which critic values states and the shape of each.
 
-The ``token`` section holds ``TokenCriticConfig``'s sizes and the ``latent`` section the latent
-critic's (``LatentCriticConfig.from_section``); the vocabulary and row lengths come from the
-tokenizer at build time.
+The ``token`` section declares the token critic's options once (``TokenCriticConfig`` extends it with
+the vocabulary) and the ``latent`` section the latent critic's (``LatentCriticConfig.from_section``);
+the vocabulary and row lengths come from the tokenizer at build time.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from torch import nn
 from critic.base import CriticStates
 from critic.config import LatentCriticSection
 from critic.history_text import HistoryText, from_messages, from_trajectory
+from critic.saved_layouts import upgrade_critic_layout
+from envs.strict_json import strict_dumps
 from world_model.encoder import EncoderConfig, LatentStateEncoder
 from world_model.turn_tokens import TokenLimits, TurnTokenizer, pad_nested, pad_rows
 
@@ -53,64 +55,52 @@ CONFIG_FILE = "config.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 
 
-@dataclass
-class LatentCriticConfig:
-    """The latent critic: its history encoder, the word caps of its tokenizer, and its value head.
+@dataclass(kw_only=True)
+class LatentCriticConfig(LatentCriticSection):
+    """The latent critic as built, what its config.json records: its options (``LatentCriticSection``,
+    the ``critic.latent`` section, declared once there) with the word caps of its tokenizer, plus the
+    tokenizer's vocabulary size. Its history encoder's config (``encoder``) follows from them."""
 
-    ``for_tokenizer`` fills the vocabulary and caps from a ``TurnTokenizer``. An ``encoder`` given as
-    a dict (as read back from config.json) becomes an ``EncoderConfig``.
-    """
-
-    encoder: EncoderConfig
-    """The history encoder (``world_model.encoder``); ``vocab_size`` is the tokenizer's length."""
+    vocab_size: int
+    """Number of token ids (the tokenizer's ``len``)."""
     max_observation_words: int
     """``TokenLimits.observation`` of the tokenizer: longer observations and results keep their first words."""
     max_action_words: int
     """``TokenLimits.action`` of the tokenizer: longer actions keep their first words."""
-    head_hidden_size: int = 64
-    """Hidden width of the value head's MLP (latent -> hidden -> GELU -> 1); 0 makes the head linear."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.encoder, dict):
-            try:
-                self.encoder = EncoderConfig(**self.encoder)
-            except TypeError as err:  # an unknown or missing key
-                raise ValueError(f"LatentCriticConfig.encoder: {err}") from err
-        if not isinstance(self.encoder, EncoderConfig):
-            raise ValueError(f"LatentCriticConfig.encoder must be an EncoderConfig, got {type(self.encoder).__name__}")
-        for name, minimum in (("max_observation_words", 1), ("max_action_words", 1), ("head_hidden_size", 0)):
+    def __post_init__(self) -> None:  # every field, the section's too, named as this class's
+        for name, minimum in (("latent_size", 1), ("embed_size", 1), ("feature_size", 1), ("conv_layers", 0),
+                              ("head_hidden_size", 0), ("vocab_size", 1), ("max_observation_words", 1),
+                              ("max_action_words", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"LatentCriticConfig.{name} must be an integer >= {minimum}, got {value!r}")
-        needed = self.limits.encoder_tokens
-        if self.encoder.max_tokens < needed:
-            raise ValueError(
-                f"LatentCriticConfig.encoder.max_tokens ({self.encoder.max_tokens}) must be >= max_observation_words + "
-                f"max_action_words + 3 ({needed}), the longest turn row"
-            )
 
     @property
     def limits(self) -> TokenLimits:
         return TokenLimits(observation=self.max_observation_words, action=self.max_action_words)
 
+    @property
+    def encoder(self) -> EncoderConfig:
+        """The history encoder (``world_model.encoder``), reading rows up to the longest turn row."""
+        return EncoderConfig(embed_size=self.embed_size, feature_size=self.feature_size, conv_layers=self.conv_layers,
+                             vocab_size=self.vocab_size, max_tokens=self.limits.encoder_tokens,
+                             latent_size=self.latent_size)
+
     @classmethod
     def for_tokenizer(
-        cls, tokenizer: TurnTokenizer, *, latent_size: int = 64, head_hidden_size: int = 64, **encoder: Any
+        cls, tokenizer: TurnTokenizer, *, latent_size: int = 64, head_hidden_size: int = 64, embed_size: int = 64,
+        feature_size: int = 128, conv_layers: int = 2,
     ) -> "LatentCriticConfig":
-        """Sizes from ``tokenizer`` (vocabulary, caps); ``encoder`` sets the encoder's other fields."""
+        """Sizes from ``tokenizer`` (vocabulary, caps) and the encoder's options given here."""
         limits = tokenizer.limits
-        return cls(
-            encoder=EncoderConfig(
-                vocab_size=len(tokenizer), max_tokens=limits.encoder_tokens, latent_size=latent_size, **encoder
-            ),
-            max_observation_words=limits.observation,
-            max_action_words=limits.action,
-            head_hidden_size=head_hidden_size,
-        )
+        return cls(latent_size=latent_size, embed_size=embed_size, feature_size=feature_size, conv_layers=conv_layers,
+                   head_hidden_size=head_hidden_size, vocab_size=len(tokenizer),
+                   max_observation_words=limits.observation, max_action_words=limits.action)
 
     @classmethod
     def from_section(cls, tokenizer: TurnTokenizer, section: LatentCriticSection) -> "LatentCriticConfig":
-        """The ``critic.latent`` sizes, with the vocabulary and caps of ``tokenizer`` (which already
+        """The ``critic.latent`` options, with the vocabulary and caps of ``tokenizer`` (which already
         applies the section's word caps)."""
         return cls.for_tokenizer(
             tokenizer, latent_size=section.latent_size, head_hidden_size=section.head_hidden_size,
@@ -122,6 +112,7 @@ class LatentCriticConfig:
         """From config.json's object; unknown or missing keys raise ``ValueError`` naming them."""
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        data = upgrade_critic_layout(data)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -257,7 +248,7 @@ class LatentCritic(nn.Module, PyTorchModelHubMixin):
         folder = Path(save_directory)
         tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in self.state_dict().items()}
         safetensors.torch.save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-        (folder / CONFIG_FILE).write_text(json.dumps(asdict(self.config), sort_keys=True, indent=2))
+        (folder / CONFIG_FILE).write_text(strict_dumps(asdict(self.config), sort_keys=True, indent=2))
         self.tokenizer.save(folder)
 
     @classmethod

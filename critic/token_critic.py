@@ -18,27 +18,21 @@ from torch import nn
 from transformers import LlamaConfig, LlamaModel
 
 from critic.base import CriticStates
+from critic.config import TokenCriticSection
 from envs.token_positions import position_ids_for
 
 
-@dataclass
-class TokenCriticConfig:
-    """Shape of the tiny decoder backbone behind ``TokenCritic``."""
+@dataclass(kw_only=True)
+class TokenCriticConfig(TokenCriticSection):
+    """The token critic as built: its options (``TokenCriticSection``, the YAML's ``critic.token``
+    section, declared once there) plus the sizes that come from the policy's tokenizer."""
 
     vocab_size: int
     """Number of token ids (the tokenizer's ``len``)."""
-    hidden_size: int = 32
-    """Width of the decoder."""
-    num_layers: int = 1
-    """Number of decoder blocks."""
-    num_heads: int = 2
-    """Attention heads; must divide ``hidden_size``."""
-    intermediate_size: int = 64
-    """Width of each block's MLP."""
     max_position_embeddings: int = 512
     """Longest row (in tokens) the rotary embedding is prepared for."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # every field, the section's too, named as this class's
         for name in (
             "vocab_size",
             "hidden_size",

@@ -11,7 +11,8 @@ Mapping: ``terminated`` is Reverie's ``done``; ``truncated`` (a time limit, not 
 becomes ``info["truncated"]`` with ``done=False``, which ``collect`` records as a truncated
 episode; so does reaching this adapter's ``max_turns`` (also a cut-off from outside the wrapped
 env). ``info["valid"]`` and ``info["success"]`` pass through when the env sets them; without
-``success``, a terminated step with reward >= ``success_reward`` is a success. Observations and
+``success``, a terminated step with reward >= ``success_reward`` is a success (an imagined one, a
+learned model's reward above ``success_threshold``: just under ``success_reward``). Observations and
 actions must be ``str``. The wrapped env's optional ``expert_action``, ``random_action(rng)``,
 ``task_key`` and ``is_well_formed(text)`` are used when present, found on the env or, behind
 gymnasium's wrappers (which hide them), on its ``unwrapped`` env; so ``entry_point=gymnasium:make``

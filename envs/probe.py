@@ -18,18 +18,28 @@ MALFORMED_PROBE = "?"  # an action no game parses: its answer is the env's error
 def probe_texts(env: Env, *, episodes: int = 16, seed: int = 0) -> list[str]:
     """Observations and actions of ``episodes`` probe episodes of ``env`` (seeds ``seed ..``), in order.
 
-    Uses ``env.random_action`` when the env has one, the malformed probe every third turn and
-    otherwise. The env is left after the last probe episode: reset it before use.
+    Uses ``env.random_action`` when the env offers one (its ``capabilities`` say so), the malformed
+    probe every third turn and otherwise. The env is left after the last probe episode: reset it
+    before use.
     """
     rng = random.Random(seed)
-    sample = getattr(env, "random_action", None)
+    sample = env.random_action if offers_random_actions(env) else None
     texts: list[str] = []
     for episode in range(episodes):
         texts.append(env.reset(seed + episode))
         for turn in range(env.max_turns):
-            action = sample(rng) if callable(sample) and turn % 3 != 1 else MALFORMED_PROBE
+            action = sample(rng) if sample is not None and turn % 3 != 1 else MALFORMED_PROBE
             result = env.step(action)
             texts += [action, result.observation]
             if result.done or result.info.get("truncated", False):
                 break
     return texts
+
+
+def offers_random_actions(env: Env) -> bool:
+    """Whether ``env.random_action`` works: the method always exists on an adapter (which raises
+    for a game without a rule), so its declared capability decides where there is one."""
+    capabilities = getattr(env, "capabilities", None)
+    if capabilities is not None:
+        return bool(capabilities.random_action)
+    return callable(getattr(env, "random_action", None))

@@ -27,6 +27,7 @@ from datasets import Dataset, Features, List, Value
 
 from envs.durable import fsync_dir, fsync_tree
 from envs.store_merge import merge_start
+from envs.strict_json import strict_dumps
 from envs.trajectory import Trajectory, Turn
 
 FORMAT = "reverie-trajectory-store"
@@ -303,7 +304,7 @@ class TrajectoryStore:
         tmp = self.path / f"{MANIFEST}.tmp-{uuid.uuid4().hex}"
         content = {"format": FORMAT, "version": VERSION, "shards": entries}
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(content, f, indent=1)
+            f.write(strict_dumps(content, indent=1))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path / MANIFEST)  # the commit point

@@ -3,8 +3,9 @@
 What the adapter reconciles (the optional package: ``pip install -e '.[textarena]'``):
 
 - Global random: TextArena seeds and draws from Python's module-level ``random``. Every call into
-  the game runs under the env's own state (``envs.isolated_random``), so the caller's draws and
-  other envs' are untouched and an episode is determined by its reset seed and actions.
+  the game runs under the env's own stream (``envs.isolated_random``), in the calling thread only,
+  so the caller's draws and other envs' are untouched (also while a step run under a timeout hangs
+  in its thread) and an episode is determined by its reset seed and actions.
 - Turns and validity: TextArena does not count an invalid move as a turn and ends the game on the
   second invalid move in a row; a repeated guess is invalid although its text is well formed.
   Here every action is a turn (``info["turn"]``; the game's own count is ``info["game_turn"]``),
@@ -21,14 +22,23 @@ What the adapter reconciles (the optional package: ``pip install -e '.[textarena
   since reset (``"transcript"``).
 - Snapshots by replay of seed and actions (``envs.replay``); task keys where the game draws an
   observable task (``envs.textarena_games``), else None.
+- Any game, listed or not: ``action_pattern`` (a regex) and ``random_action`` (a template,
+  ``envs.action_template``) in the options override or supply what ``envs.textarena_games`` knows;
+  an unlisted game without them is taken to put its actions in square brackets and has no random
+  actions (its probe episodes then play the malformed probe only).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import random
+import re
+import sys
 from typing import Any
 
+from envs.action_template import parse_action_template, sample_action
 from envs.base import EnvSnapshot, StepResult, ensure_not_done, ensure_started
 from envs.capabilities import Capabilities, missing_extra
 from envs.isolated_random import IsolatedRandom
@@ -41,6 +51,7 @@ REWARDS = ("success", "textarena")
 OBSERVATIONS = ("last", "transcript")
 WIN_REWARD = 1.0  # what TextArena's single-player games give on a win; partial credit stays below it
 PARTIAL_CREDIT_CEILING = 0.975  # above the listed games' best partial credit on a loss, below a win
+BRACKETED_ACTION = re.compile(r"\[[^\[\]]+\]")  # most TextArena games parse their move from `[...]`
 
 
 def load_textarena() -> Any:
@@ -60,14 +71,18 @@ class TextArenaEnv:
     Options: ``game`` (a TextArena id, e.g. ``GuessTheNumber-v0``, ``Mastermind-v0``,
     ``TowerOfHanoi-v0``, ``FrozenLake-v0``), ``game_kwargs`` (the game's own constructor options),
     ``max_turns`` (Reverie's turn budget, invalid moves included; None: the game's own limit),
-    ``reward`` (``success`` or ``textarena``), ``observation`` (``last`` or ``transcript``).
+    ``reward`` (``success`` or ``textarena``), ``observation`` (``last`` or ``transcript``),
+    ``action_pattern`` (a regex the game's parser searches for; default: the listed game's, else one
+    bracketed span) and ``random_action`` (a template such as ``[{0-4} {0-4}]``; default: the listed
+    game's rule, else none).
     """
 
     name = "textarena"
     extra = "textarena"  # the optional dependency group it needs
 
     def __init__(self, *, game: str = "GuessTheNumber-v0", game_kwargs: dict[str, Any] | None = None,
-                 max_turns: int | None = None, reward: str = "success", observation: str = "last") -> None:
+                 max_turns: int | None = None, reward: str = "success", observation: str = "last",
+                 action_pattern: str | None = None, random_action: str | None = None) -> None:
         if reward not in REWARDS:
             raise ValueError(f"env.kwargs.reward must be one of {REWARDS}, got {reward!r}")
         if observation not in OBSERVATIONS:
@@ -80,8 +95,13 @@ class TextArenaEnv:
         self.game, self.reward, self.observation = game, reward, observation
         self.game_kwargs = dict(game_kwargs or {})
         self.spec = game_spec(game)
+        self.action_pattern, self.random_action_template = action_pattern, random_action
+        self._pattern = _compile_pattern(action_pattern) if action_pattern is not None else (
+            self.spec.action_pattern if self.spec is not None else BRACKETED_ACTION)
+        self._random_parts = (None if random_action is None
+                              else parse_action_template(random_action, "env.kwargs.random_action"))
         self._random = IsolatedRandom()
-        self._inner = textarena.make(f"{game}-raw", **self.game_kwargs)  # no wrappers: Reverie renders history
+        self._inner = _make_game(textarena, game, self.game_kwargs)  # no wrappers: Reverie renders history
         self._log = ReplayLog()
         self._vocabulary: list[str] | None = None
         self.max_turns = max_turns if max_turns is not None else self._game_turn_limit()
@@ -91,7 +111,7 @@ class TextArenaEnv:
     def capabilities(self) -> Capabilities:
         return Capabilities(expert=self.spec is not None and self.spec.expert is not None,
                             task_key=self.spec is not None and self.spec.task_key is not None,
-                            max_turns_option=True, snapshots=True, random_action=self.spec is not None,
+                            max_turns_option=True, snapshots=True, random_action=self._has_random_actions(),
                             extra="textarena")
 
     @property
@@ -101,8 +121,12 @@ class TextArenaEnv:
         credit of a loss (at most 18/19 in GuessTheNumber-v0, 3/4 in Mastermind-v0)."""
         return 0.5 if self.reward == "success" else PARTIAL_CREDIT_CEILING
 
+    def _has_random_actions(self) -> bool:
+        return self._random_parts is not None or self.spec is not None
+
     def _game_turn_limit(self) -> int:
-        self._call(self._inner.reset, num_players=1, seed=0)
+        with _download_refusal(self.game):
+            self._call(self._inner.reset, num_players=1, seed=0)
         limit = getattr(self._inner.state, "max_turns", None)
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"TextArena game {self.game!r} has no turn limit: set env.kwargs.max_turns")
@@ -162,14 +186,17 @@ class TextArenaEnv:
 
     # --- extras ------------------------------------------------------------------------------
     def is_well_formed(self, text: str) -> bool:
-        """Whether the game's parser would find an action in ``text`` (True for an unlisted game:
-        the text alone cannot tell). A well-formed action can still be invalid in the game."""
-        return self.spec is None or self.spec.action_pattern.search(text) is not None
+        """Whether the game's parser would find an action in ``text`` (by ``action_pattern``: the
+        listed game's, or a bracketed span). A well-formed action can still be invalid in the game."""
+        return self._pattern.search(text) is not None
 
     def random_action(self, rng: random.Random) -> str:
-        if self.spec is None:
-            raise NotImplementedError(f"textarena: no random actions known for {self.game!r}")
+        if not self._has_random_actions():
+            raise NotImplementedError(f"textarena: no random actions known for {self.game!r}; give a rule "
+                                      "such as env.kwargs.random_action='[{0-4} {0-4}]'")
         ensure_started(self._log.seed is not None, self.name, "random_action")
+        if self._random_parts is not None:
+            return sample_action(self._random_parts, rng)
         return self.spec.random_action(self._inner, rng)
 
     def expert_action(self) -> str:
@@ -197,10 +224,41 @@ class TextArenaEnv:
 
     def _options(self) -> dict[str, Any]:
         return {"game": self.game, "game_kwargs": dict(self.game_kwargs), "max_turns": self.max_turns,
-                "reward": self.reward, "observation": self.observation}
+                "reward": self.reward, "observation": self.observation,
+                "action_pattern": self.action_pattern, "random_action": self.random_action_template}
 
     def snapshot(self) -> EnvSnapshot:
         return replay_snapshot(self, self._log, self._options())
 
     def restore(self, snapshot: EnvSnapshot) -> None:
         restore_by_replay(self, snapshot, self._options())
+
+
+def _compile_pattern(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"env.kwargs.action_pattern: {pattern!r} is not a regular expression ({error})") from None
+
+
+@contextlib.contextmanager
+def _download_refusal(game: str):
+    """A game that loads data it must download (nltk's word lists) and cannot: one line saying so
+    (nltk's own lines about the refused download are held back then, passed on otherwise)."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(held), contextlib.redirect_stderr(held):
+            yield
+    except LookupError as error:  # nltk's "Resource 'words' not found" after a refused download
+        first = next((line.strip() for line in str(error).splitlines() if line.strip().strip("*")), "")
+        raise RuntimeError(f"env.kwargs.game: TextArena's {game!r} needs data it could not download "
+                           f"({first}); install that data with network access, or pick another game") from None
+    except BaseException:
+        sys.stderr.write(held.getvalue())
+        raise
+    sys.stderr.write(held.getvalue())
+
+
+def _make_game(textarena: Any, game: str, game_kwargs: dict[str, Any]) -> Any:
+    with _download_refusal(game):
+        return textarena.make(f"{game}-raw", **game_kwargs)

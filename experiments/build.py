@@ -1,10 +1,11 @@
 """The builders of a training run: everything ``experiments/train.py`` makes once before its loop.
 
-The policy, the critic, the world model and the step-group estimator, the learner, the warm start
-(behaviour cloning on expert demonstrations) and the world model's first fit on those demonstrations;
-and ``RunParts``, what the loop's phases read. Each component draws its weights and samples from its
-own stream derived from the run's one seed (``envs.seeding.derive_seed``), so building in
-another order changes nothing. This module never imports ``experiments.train``.
+``build_run`` makes them in order: the policy, the critic, the world model and the step-group
+estimator, the warm start (behaviour cloning on expert demonstrations) and the learner, into
+``RunParts``, what the loop's phases read; ``fit_on_experts`` is the world model's first fit on
+those demonstrations. Each component draws its weights and samples from its own stream derived
+from the run's one seed (``envs.seeding.derive_seed``), so building in another order changes
+nothing. This module never imports ``experiments.train``.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ import torch
 from lightning.fabric import Fabric
 
 from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticConfig
-from envs import RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps
+from envs import RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.registry import capabilities
-from envs.seeding import derive_seed
+from envs.seeding import derive_seed, seed_global_rngs
 from envs.splits import split_seeds
+from experiments.checkpoint import Checkpoint
 from experiments.config import Resolved
 from experiments.distributed import NullLogger, broadcast_json, broadcast_module_, rank_seed
-from experiments.evaluation import evaluate
+from experiments.evaluation import evaluate, training_eval_seeds
+from experiments.loop_options import check_loop_options
 from experiments.loop_progress import LoopProgress
 from experiments.metrics_logger import MetricsLogger
+from experiments.phase_record import PhaseRecord
+from experiments.resume import resume_from
 from experiments.warm_start_cache import load_check_steps, load_warm_start, save_warm_start, warm_start_inputs
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
@@ -38,7 +43,8 @@ from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, load_local_pretrained
+from policy.lora import AdaptersOff, add_lora
+from policy.model import build_tiny_lm, load_pretrained
 from policy.transcripts import transcript_trajectories
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model import TurnTokenizer, token_limits
@@ -73,15 +79,47 @@ class RunParts:
         return self.fabric.global_rank == 0
 
 
+def build_run(fabric: Fabric, run: Resolved, run_dir: Path) -> tuple[RunParts, WarmStart, Checkpoint | None]:
+    """Everything one process builds once (``experiments/build.py``), 1. the warm start, and the
+    checkpoint to resume from (``resume=RUN_DIR``; None for a fresh run)."""
+    trainer, env_kwargs = run.trainer, dict(run.env.kwargs)
+    rank0 = fabric.global_rank == 0
+    env = make(run.env.name, **env_kwargs)
+    check_loop_options(run)
+    seed_global_rngs(derive_seed(run.seed, "global"))  # the loop's own streams never read these
+    # resume=RUN_DIR: continue from the newest checkpoint, with what the killed run wrote after it undone.
+    checkpoint = resume_from(run, run_dir, run_dir / "trajectories") if run.resume else None
+    policy = build_policy(run, env.vocabulary(), fabric.global_rank)
+    critic = build_critic(run, policy, env.vocabulary())
+    logger = (MetricsLogger(run_dir, purge_step=checkpoint.loop.real_env_steps + 1 if checkpoint else None) if rank0
+              else NullLogger())
+    store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
+    world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary())
+    eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
+    warm = WarmStart(experts=[], check_steps=0)  # no warm start: no env steps (a resume restores its own)
+    if trainer.warm_start.enabled and not run.policy.pretrained and checkpoint is None:
+        warm = warm_start(run, env_kwargs, policy, progress=trainer.progress and rank0)  # 1.
+    learner, ref_model = build_learner(fabric, run, policy, critic)
+    parts = RunParts(fabric, run, run_dir, env_kwargs, policy, critic, learner, ref_model, world_model,
+                     counterfactual, store, logger, eval_seeds)
+    return parts, warm, checkpoint
+
+
 def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolicy:
-    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a local pretrained model directory; each
+    """A tiny LM over the env's tokenizer (``policy.tokenizer``), or a pretrained model (a local folder, a GGUF
+    file or a packaged model: ``policy.model_source``); each
     process (``rank``) samples from its own stream."""
+    adapters = None  # policy.lora: the PeftModel whose adapters the policy's model carries
     if run.policy.pretrained:
-        model, tokenizer = load_local_pretrained(run.policy.pretrained)
+        model, tokenizer = load_pretrained(run.policy.pretrained, run.policy.model_cache_dir)
+        if run.policy.lora.rank > 0:
+            adapters = add_lora(model, run.policy.lora, seed=derive_seed(run.seed, "lora-init"))
+            model = adapters.base_model.model  # the same model, adapters injected: what samples and trains
     else:
         tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, dict(run.env.kwargs), vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
-    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank))
+    return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank),
+                    adapters=adapters)
 
 
 def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
@@ -147,14 +185,18 @@ def build_learner(
     fabric: Fabric, run: Resolved, policy: LMPolicy, critic: torch.nn.Module | None
 ) -> tuple[PPOLearner, torch.nn.Module | None]:
     """The PPO learner and the reference policy of its optional KL penalty: the policy RL starts from,
-    so it is built after the warm start."""
-    ref_model = copy.deepcopy(policy.model).eval() if run.algo.ppo.kl_coef > 0 else None
+    so it is built after the warm start. A LoRA policy's reference is its own model with the adapters
+    off (no copy, nothing of its own to checkpoint: None is returned for it)."""
+    ref_model = None
+    if run.algo.ppo.kl_coef > 0:
+        ref_model = AdaptersOff(policy.adapters) if policy.adapters is not None else copy.deepcopy(policy.model).eval()
     # trainer.compile: the learner steps a compiled view of the same weights (Fabric compiles after its setup
     # and its state dict is the original's); sampling and save_policy read the eager policy.model.
     update_model = torch.compile(policy.model, dynamic=True) if run.trainer.compile else policy.model
     learner = PPOLearner(fabric, update_model, learner_config(run), seed=derive_seed(run.seed, "minibatches"),
-                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates)
-    return learner, ref_model
+                         critic=critic, ref_model=ref_model, max_nonfinite_updates=run.trainer.max_nonfinite_updates,
+                         scored_logits=run.policy.scored_logits)
+    return learner, None if isinstance(ref_model, AdaptersOff) else ref_model
 
 
 def task_seeds(run: Resolved, env_kwargs: dict[str, Any], split: str, count: int, *tags: object) -> list[int]:
@@ -223,22 +265,21 @@ def demonstrations(run: Resolved, env_kwargs: dict[str, Any]) -> list[Trajectory
     return expert_trajectories(run.env.name, seeds=seeds, env_kwargs=env_kwargs, max_turns=run.trainer.max_turns)
 
 
-def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> None:
+def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> PhaseRecord:
     """The expert demonstrations are real episodes (their steps are reported apart): the world model
-    starts from them, and the gate reads its first score on a held-out tenth."""
+    starts from them, and the gate reads its first score on a held-out tenth. They take the run's
+    first ids; the returned record says so, and what was fitted, for the loop to apply."""
     imagination, world_model = parts.run.imagination, parts.world_model
     experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
-    progress.next_ids = {"group": len(experts), "trajectory": len(experts)}
-    progress.recent.extend(experts)
+    gate = dataclasses.replace(progress.gate)  # moved here; the loop takes its new state from the record
     held_out = experts[: max(1, len(experts) // 10)]
     if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
         parts.store.append(experts)
-        fit_any(experts[len(held_out):], [], world_model, max_steps=imagination.first_fit_steps,
-                batch_size=imagination.fit_batch_size, lr=imagination.fit_lr,
+        fit_any(experts[len(held_out):], [], world_model, **imagination.world_model_fit(first_fit=True).keywords(),
                 seed=derive_seed(parts.run.seed, "world-model-fit", 0))
-        gate_change = progress.gate.update(one_step_accuracy(world_model, held_out).exact_match)
+        gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
         parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
-    progress.world_model_fitted = True
-    progress.ledger.world_model_expert_steps = count_env_steps(experts)  # stored: every refit includes them
     broadcast_module_(parts.fabric, world_model)
-    progress.gate.is_open = broadcast_json(parts.fabric, progress.gate.is_open)
+    return PhaseRecord(groups=len(experts), trajectories=len(experts), recent=experts,
+                       gate_open=broadcast_json(parts.fabric, gate.is_open), world_model_fitted=True,
+                       world_model_expert_steps=count_env_steps(experts))  # stored: every refit includes them

@@ -20,6 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from critic.config import CriticConfig
 from envs.checks import check_bool, check_int
 from envs.config import EnvConfig
+from experiments.resolve import validate as validate_groups
 from imagination.config import ImaginationConfig
 from policy.advantages.config import AlgoConfig
 from policy.config import PolicyConfig
@@ -204,14 +205,4 @@ def register_configs() -> None:
 
 def validate(cfg: DictConfig) -> Resolved:
     """Build every dataclass (running its ``__post_init__`` checks) from a composed config."""
-    return Resolved(
-        env=OmegaConf.to_object(cfg.env),
-        policy=OmegaConf.to_object(cfg.policy),
-        algo=OmegaConf.to_object(cfg.algo),
-        critic=OmegaConf.to_object(cfg.critic),
-        trainer=OmegaConf.to_object(cfg.trainer),
-        world_model=OmegaConf.to_object(cfg.world_model),
-        imagination=OmegaConf.to_object(cfg.imagination),
-        seed=int(cfg.seed),
-        resume=cfg.resume,
-    )
+    return validate_groups(cfg, Resolved)

@@ -14,6 +14,7 @@ import copy
 from dataclasses import asdict
 from typing import Any
 
+from policy.config import LoRAConfig
 from world_model.lm.config import LMOptions
 
 RENAMED: dict[str, dict[str, tuple[str, str]]] = {
@@ -48,9 +49,11 @@ def added_keys() -> dict[str, dict[str, Any]]:
     (a record without ``world_model.name`` was written when the latent model was the only one; one
     without ``world_model.disagreement`` pooled the disagreement by its mean, so resuming it under
     today's default is reported as a difference: pass ``world_model.disagreement=mean``; one without
-    ``world_model.ordinal_numbers`` had plain word embeddings)."""
+    ``world_model.ordinal_numbers`` had plain word embeddings; one without ``policy.lora``, ``policy.scored_logits``
+    and ``policy.model_cache_dir`` trained every weight with full-vocabulary logits)."""
     return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean",
-                            "ordinal_numbers": False}}
+                            "ordinal_numbers": False},
+            "policy": {"lora": asdict(LoRAConfig()), "scored_logits": False, "model_cache_dir": None}}
 
 
 def added_section_keys() -> dict[str, dict[str, dict[str, Any]]]:

@@ -21,11 +21,11 @@ alternately); exits 1 with one line when DIR is not a run or policy folder.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from envs.strict_json import strict_dumps
 from envs.trajectory import Trajectory
 from experiments.evaluation import (
     Evaluation,
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
-            json.dumps(
+            strict_dumps(
                 {
                     "policy": str(saved.policy_dir),
                     "env": env_name,

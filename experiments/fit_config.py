@@ -1,7 +1,8 @@
 """Structured Hydra config of ``experiments/fit_world_model.py``: fit a world model on expert and random data.
 
 Groups: ``env/`` (the same options and ``EnvConfig`` schema as ``train.py``) and ``world_model/``
-(``WorldModelOptions``); plus ``data.*`` (``DataConfig``), ``fit.*`` (``FitConfig``) and ``seed``.
+(``WorldModelOptions``); plus ``data.*`` (``DataConfig``), ``fit.*`` (``FitSettings``, the settings of
+every world-model fit, ``world_model.fit_settings``) and ``seed``.
 A typo'd key or a wrong type fails at start with Hydra's message; ``validate_fit`` then builds the
 dataclasses so each ``__post_init__`` checks its ranges, naming the key.
 """
@@ -12,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig
 
 from envs.checks import check_int
 from envs.config import EnvConfig
+from experiments.resolve import validate
 from world_model.config import WorldModelOptions
+from world_model.fit_settings import FitSettings
 
 
 @dataclass
@@ -42,39 +45,11 @@ class DataConfig:
 
 
 @dataclass
-class FitConfig:
-    steps: int = 2000
-    """Optimiser steps (AdamW)."""
-    max_epochs: int | None = None
-    """Also stop after this many passes over the training episodes (None: steps alone)."""
-    batch_size: int = 32
-    """Episodes per batch (one row per episode, every turn scored)."""
-    lr: float = 1e-3
-    """AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    val_every_steps: int | None = None
-    """Steps between validation passes (None: at the end of every epoch)."""
-    progress: bool = True
-    """Show progress bars."""
-
-    def __post_init__(self) -> None:
-        check_int("fit.steps", self.steps, 1)
-        check_int("fit.batch_size", self.batch_size, 1)
-        check_int("fit.max_epochs", self.max_epochs, 1, optional=True)
-        check_int("fit.val_every_steps", self.val_every_steps, 1, optional=True)
-        if not self.lr > 0:
-            raise ValueError(f"fit.lr must be > 0, got {self.lr}")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"fit.weight_decay must be >= 0, got {self.weight_decay}")
-
-
-@dataclass
 class FitWorldModelConfig:
     env: Any = MISSING
     world_model: Any = MISSING
     data: DataConfig = field(default_factory=DataConfig)
-    fit: FitConfig = field(default_factory=FitConfig)
+    fit: FitSettings = field(default_factory=FitSettings)
     seed: int = 0
     """The one seed: env seeds, model init and shuffling derive from it."""
 
@@ -86,7 +61,7 @@ class ResolvedFit:
     env: EnvConfig
     world_model: WorldModelOptions
     data: DataConfig
-    fit: FitConfig
+    fit: FitSettings
     seed: int
 
 
@@ -99,10 +74,4 @@ def register_fit_configs() -> None:
 
 def validate_fit(cfg: DictConfig) -> ResolvedFit:
     """Build every dataclass (running its ``__post_init__`` checks) from a composed config."""
-    return ResolvedFit(
-        env=OmegaConf.to_object(cfg.env),
-        world_model=OmegaConf.to_object(cfg.world_model),
-        data=OmegaConf.to_object(cfg.data),
-        fit=OmegaConf.to_object(cfg.fit),
-        seed=int(cfg.seed),
-    )
+    return validate(cfg, ResolvedFit)

@@ -15,7 +15,6 @@ directory: ``config.yaml`` (resolved), ``tensorboard/``, ``checkpoints/last.ckpt
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from omegaconf import DictConfig
 from envs import ExpertAgent, RandomAgent, Trajectory, TrajectoryStore, collect, count_env_steps, make
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
+from envs.strict_json import strict_dumps
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
 from experiments.world_model_builder import build_world_model
@@ -89,11 +89,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
     collect_s = time.monotonic() - start
 
     # 3. Fit, scoring held-out episodes before and after.
-    metrics = fit_any(
-        train, val, model, max_steps=run.fit.steps, max_epochs=run.fit.max_epochs, batch_size=run.fit.batch_size,
-        lr=run.fit.lr, weight_decay=run.fit.weight_decay, seed=derive_seed(run.seed, "wm-shuffle"),
-        log_dir=run_dir, progress=run.fit.progress, val_every_steps=run.fit.val_every_steps,
-    )
+    metrics = fit_any(train, val, model, **run.fit.keywords(), seed=derive_seed(run.seed, "wm-shuffle"), log_dir=run_dir)
     model.save_pretrained(run_dir / "world_model")
 
     def parts(prefix: str) -> dict[str, float]:
@@ -109,7 +105,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
         "val_before": parts("val_before"), "val_after": parts("val_after"), "train_after": parts("train_after"),
         "collect_s": collect_s, "fit_s": metrics["fit_s"], "wall_s": time.monotonic() - start,
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (run_dir / "summary.json").write_text(strict_dumps(summary, indent=2))
     return summary
 
 

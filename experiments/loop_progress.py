@@ -3,7 +3,8 @@
 The loop's built parts (policy, learner, world model, store, ...) do not change shape during a run;
 this does: the real-step count (the x-axis), the next unused ids, the imagination gate and the
 bookkeeping of how many groups were imagined, the recent real episodes to branch from, and the
-logged history. A checkpoint stores it as a ``LoopState`` whose fields and ``imagination`` keys
+logged history. The loop's phases only read it; each returns a ``PhaseRecord`` that the loop
+applies (``LoopProgress.apply``). A checkpoint stores it as a ``LoopState`` whose fields and ``imagination`` keys
 are fixed, so a checkpoint written by an earlier version of the loop still resumes.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 from envs import Trajectory, TrajectoryStore
 from experiments.checkpoint import LoopState
 from experiments.ledger import Ledger
+from experiments.phase_record import PhaseRecord
 from experiments.phase_timer import PhaseTimer
 from experiments.resume import trajectories_by_id
 from imagination.config import ImaginationConfig
@@ -86,6 +88,32 @@ class LoopProgress:
         """Mark ``groups`` group ids and ``trajectories`` trajectory ids from ``next_ids`` on as used."""
         self.next_ids["group"] += groups
         self.next_ids["trajectory"] += trajectories
+
+    def apply(self, record: PhaseRecord) -> None:
+        """What a phase of the loop did (``experiments.phase_record``): the only place the x-axis
+        advances and the counters move. The steps come first, so a refit counts them."""
+        self.real_env_steps += record.real_env_steps
+        self.take_ids(record.groups, record.trajectories)
+        self.recent.extend(record.recent)
+        self.warmup_left -= record.warmup_iterations
+        if record.real_credit is not None:
+            self.real_credit = record.real_credit
+        if record.gate_open is not None:
+            self.gate.is_open = record.gate_open
+        self.world_model_fitted = self.world_model_fitted or record.world_model_fitted
+        if record.world_model_refit:
+            self.ledger.count_fit(self.real_env_steps)
+        if record.world_model_expert_steps is not None:
+            self.ledger.world_model_expert_steps = record.world_model_expert_steps
+        self.imagined_groups_total += record.imagined_groups
+        self.groups_total += record.update_groups
+        self.ledger.critic_real_steps += record.critic_real_steps
+        for env_steps in record.evaluations:
+            self.ledger.count_evaluation(env_steps)
+        if record.history_row is not None:
+            self.history.append(record.history_row)
+        if record.final_figures:
+            self.history[-1].update(record.final_figures)
 
     def loop_state(
         self,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -12,6 +11,8 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+
+from envs.strict_json import strict_dumps
 
 DONE, FAILED = "done", "failed"
 
@@ -39,6 +40,6 @@ def run_job(
         traceback.print_exc()
         print(f"job failed, traceback in {run_dir / FAILED}; the sweep goes on", file=sys.stderr, flush=True)
         return None
-    (run_dir / DONE).write_text(json.dumps(summary))
-    print(json.dumps(summary, indent=2))
+    (run_dir / DONE).write_text(strict_dumps(summary))
+    print(strict_dumps(summary, indent=2))
     return summary

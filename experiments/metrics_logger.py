@@ -12,6 +12,8 @@ from pathlib import Path
 
 from lightning.fabric.loggers import TensorBoardLogger
 
+from envs.strict_json import strict_dumps
+
 
 class MetricsLogger:
     def __init__(self, run_dir: str | Path, *, purge_step: int | None = None) -> None:
@@ -31,7 +33,7 @@ class MetricsLogger:
             record[name] = value if math.isfinite(value) else None
         finite = {name: value for name, value in record.items() if name in metrics and value is not None}
         self._tb.log_metrics(finite, step=real_env_steps)
-        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.write(strict_dumps(record) + "\n")
         self._jsonl.flush()
 
     def log_text(self, tag: str, text: str, *, real_env_steps: int) -> None:

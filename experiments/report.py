@@ -13,7 +13,8 @@ ledger of env steps and each configuration's overrides), prints the table and th
 steps to the target: every run is read on one grid of real-step marks (``--marks``, by default the
 runs' ``trainer.eval_every_steps``), and a run reaches the target at the first mark from which its
 success stays at or above it for the next two marks (``docs/reading_the_report.md`` says why);
-with several seeds, a 95% t interval of the mean. Failed runs are listed but left out of the statistics.
+with several seeds, their geometric mean and its 95% interval (a t interval of the mean log steps,
+exponentiated: never negative). Failed runs are listed but left out of the statistics.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from experiments.reporting.intervals import TOO_FEW
 from experiments.reporting.plot import plot_report
 from experiments.reporting.runs import SEED_KEY, Run, configurations, load_runs
 from experiments.reporting.table import (
@@ -93,8 +95,9 @@ def write_report(source: str | Path | Sequence[Run], out_dir: str | Path | None 
         + (f"on the grid of marks every {marks:,.0f} real env steps (each mark read at the first evaluation at "
            "or after it), " if marks else "on each run's own evaluations (no common mark grid: no run set "
            "trainer.eval_every_steps), ")
-        + "the first mark from which success stays at or above the target for the next two marks; mean "
-        "over seeds with its 95% t interval in brackets; `not reached (k/n)` when only k of n seeds did. Final success, wall time and CPU time (the "
+        + "the first mark from which success stays at or above the target for the next two marks; geometric mean "
+        "over seeds with its 95% interval in brackets (a t interval of the mean log steps, exponentiated); "
+        f"`{TOO_FEW}` with one seed; `not reached (k/n)` when only k of n seeds did. Final success, wall time and CPU time (the "
         "run process's, over the same span as its wall time) per run: mean ± sample standard deviation. Success at a budget: each seed's last evaluation at or before that many "
         "real env steps, over the seeds that spent it (`(k/n)` when only k of n did). Seeds: runs in the "
         "statistics; failed runs are left out of them, counted in brackets, and listed below.", "",

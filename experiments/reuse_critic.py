@@ -35,7 +35,6 @@ would; no Hydra. The env options must be those the models were fitted with (``--
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import time
@@ -53,6 +52,7 @@ from envs.agent import AgentView
 from envs.collect import collect
 from envs.mixed_agents import NoisyExpertAgent, collect_mix
 from envs.splits import split_seeds
+from envs.strict_json import strict_dumps
 from envs.trajectory import Trajectory
 from world_model import WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
@@ -221,7 +221,7 @@ def fit_and_save(
     wm_dir, critic_dir = out / "world_model", out / "critic"
     world_model.save_pretrained(wm_dir)
     critic.save_pretrained(critic_dir)
-    (out / "reuse.json").write_text(json.dumps({"env": env, "env_kwargs": kwargs, "gamma": gamma}, indent=2))
+    (out / "reuse.json").write_text(strict_dumps({"env": env, "env_kwargs": kwargs, "gamma": gamma}, indent=2))
     return wm_dir, critic_dir
 
 

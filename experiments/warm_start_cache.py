@@ -31,10 +31,17 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
+from envs.strict_json import strict_dumps
+
 CACHE_FORMAT = 1  # raise when what a cached folder holds changes
 WEIGHTS = "model.safetensors"
 INPUTS = "inputs.json"
 CHECKS = "checks.json"
+
+
+# Policy options that only a pretrained policy reads (it is never warm-started): left out of the key, so
+# adding them kept the tiny policies' cached folders valid.
+PRETRAINED_ONLY_KEYS = ("model_cache_dir", "lora", "scored_logits")
 
 
 def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: Any, warm_start_config: Any,
@@ -43,7 +50,8 @@ def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: 
     warm_start = {k: v for k, v in dataclasses.asdict(warm_start_config).items() if k not in ("cache_dir", "enabled")}
     return {
         "format": CACHE_FORMAT, "torch": torch.__version__, "env": env_name, "env_kwargs": env_kwargs,
-        "policy": dataclasses.asdict(policy_config), "warm_start": warm_start, "max_turns": max_turns, "seed": seed,
+        "policy": {k: v for k, v in dataclasses.asdict(policy_config).items() if k not in PRETRAINED_ONLY_KEYS},
+        "warm_start": warm_start, "max_turns": max_turns, "seed": seed,
     }
 
 
@@ -90,8 +98,8 @@ def save_warm_start(cache_dir: str | Path, inputs: dict[str, Any], model: torch.
     atomically; returns the folder. The count goes first: a folder whose weights can be read has it."""
     folder = Path(cache_dir) / warm_start_key(inputs)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / INPUTS).write_text(json.dumps(inputs, indent=2, sort_keys=True, default=str) + "\n")
-    record = json.dumps({"check_steps": int(check_steps)}) + "\n"
+    (folder / INPUTS).write_text(strict_dumps(inputs, indent=2, sort_keys=True, default=str) + "\n")
+    record = strict_dumps({"check_steps": int(check_steps)}) + "\n"
     write_atomically(folder / CHECKS, lambda temporary: Path(temporary).write_text(record, encoding="utf-8"))
     write_atomically(folder / WEIGHTS, lambda temporary: save_model(model, temporary))
     return folder

@@ -12,6 +12,8 @@
 - ``CounterfactualGiGPO`` (``algo=counterfactual_gigpo``): step groups of the real action and G policy
   siblings imagined from every real state (``imagine_counterfactual_groups``), valued by a latent critic;
   it and the real-env oracle live in ``imagination.step_groups``.
+- ``imagination.gym_dream`` (not imported here: it needs the optional gymnasium) registers
+  ``reverie/Dream-v0``, a saved world model as a gymnasium env over ``DreamEnv``.
 """
 
 from imagination.bias import imagined_minus_real_return, return_after

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.checks import check_float, check_int
+from world_model.fit_settings import FitSettings
 
 MODES = ("policy", "value_expansion")
 FIT_LOOPS = ("lightning", "plain")
@@ -106,6 +107,12 @@ class ImaginationConfig:
         _check_int("refit_every_steps", self.refit_every_steps, 1, optional=True)
         if self.fit_loop not in FIT_LOOPS:
             raise ValueError(f"imagination.fit_loop must be one of {FIT_LOOPS}, got {self.fit_loop!r}")
+
+    def world_model_fit(self, first_fit: bool) -> FitSettings:
+        """The settings of a world-model fit in the loop: ``first_fit_steps`` for the first (the model
+        starts from scratch), ``fit_steps`` for a refit; no progress bars (the loop has its own)."""
+        steps = self.first_fit_steps if first_fit else self.fit_steps
+        return FitSettings(steps=steps, batch_size=self.fit_batch_size, lr=self.fit_lr, progress=False)
 
     @property
     def enabled(self) -> bool:

@@ -41,10 +41,11 @@ def refit_and_gate(
             log(f"gate {change} at iteration {iteration}: one-step exact match {score.exact_match:.3f} "
                 f"(threshold {config.gate_threshold})")
     if first_fit or refit_due(config, iteration, new_real_steps):
-        with phase("wm_fit"):
-            refit = refit_plain_on_store if config.fit_loop == "plain" else refit_any_on_store
-            fit = refit(world_model, store, steps=config.first_fit_steps if first_fit else config.fit_steps,
-                        batch_size=config.fit_batch_size, lr=config.fit_lr, last=config.fit_trajectories, seed=fit_seed)
+        settings = config.world_model_fit(first_fit)
+        refit = refit_plain_on_store if config.fit_loop == "plain" else refit_any_on_store
+        with phase("wm_fit"):  # either loop gets the same settings, weight decay included
+            fit = refit(world_model, store, steps=settings.steps, batch_size=settings.batch_size, lr=settings.lr,
+                        weight_decay=settings.weight_decay, last=config.fit_trajectories, seed=fit_seed)
         metrics["wm/train_loss"] = fit.get("wm/loss", float("nan"))  # the last step's batch loss
         metrics["wm/fit_trajectories"] = float(fit["trajectories"])
     return metrics

@@ -12,7 +12,7 @@ from policy.batch import TokenBatch
 from policy.config import PolicyConfig, PPOConfig
 from policy.learner import PPOLearner
 from policy.lm_policy import LMPolicy
-from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained
+from policy.model import build_tiny_lm, build_tiny_tokenizer, load_local_pretrained, load_pretrained
 from policy.rollout_batch import RolloutBatch, build_rollout_batch
 from policy.value_targets import ValueTargets
 from policy.warm_start import behaviour_clone, expert_trajectories
@@ -35,5 +35,6 @@ __all__ = [
     "expert_trajectories",
     "group_baseline_token_advantages",
     "load_local_pretrained",
+    "load_pretrained",
     "turn_rows",
 ]

@@ -1,15 +1,16 @@
 """The LM policy's configuration: which model, how the history is rendered, how actions are sampled;
 and ``PPOConfig``, the hyper-parameters of one PPO update (``algo.ppo.*``).
 
-Hydra structured configs: primitives and ``Optional[str]`` only, ranges checked in ``__post_init__``.
-The loss options' names (``AGG_MODES``, ``KL_KINDS``) live here, beside the config that picks them,
-so that this file imports nothing of ``policy``: ``policy.advantages.config`` holds a ``PPOConfig``
-and ``policy.losses`` reads the estimators' helpers, and neither loops back through the other.
+A Hydra structured config: primitives, ``Optional[str]``, a list of names and the nested ``LoRAConfig``;
+ranges checked in ``__post_init__``. The loss options' names (``AGG_MODES``, ``KL_KINDS``) live here,
+beside the config that picks them, so that this file imports nothing of ``policy``:
+``policy.advantages.config`` holds a ``PPOConfig`` and ``policy.losses`` reads the estimators' helpers,
+and neither loops back through the other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 ARCHITECTURES = ("llama", "qwen2")
@@ -17,6 +18,39 @@ TOKENIZERS = ("auto", "word", "bpe")
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_KINDS = ("k1", "abs", "k2", "k3")
 OLD_LOGP_SOURCES = ("sampling", "recompute")
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+@dataclass
+class LoRAConfig:
+    """LoRA adapters on a pretrained policy (``peft``): only they train, the base weights stay frozen,
+    and the KL reference is the same model with its adapters switched off."""
+
+    rank: int = 0
+    """Rank of each adapter; 0 trains every weight of the model instead (no adapters)."""
+
+    alpha: float = 16.0
+    """LoRA's scale numerator: an adapter's update is multiplied by alpha / rank."""
+
+    dropout: float = 0.0
+    """Dropout on an adapter's input while training."""
+
+    targets: list[str] = field(default_factory=lambda: list(DEFAULT_LORA_TARGETS))
+    """Names of the linear modules that get an adapter (Llama/Qwen2 names by default)."""
+
+    save_merged: bool = True
+    """Also write the merged model (base plus adapters, a plain Hugging Face folder) beside the adapters when
+    the policy is saved, so a saved run evaluates without peft; false saves the adapters only."""
+
+    def __post_init__(self) -> None:
+        if self.rank < 0:
+            raise ValueError(f"PolicyConfig.lora.rank must be >= 0 (0: no adapters), got {self.rank}")
+        if not self.alpha > 0:
+            raise ValueError(f"PolicyConfig.lora.alpha must be > 0, got {self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"PolicyConfig.lora.dropout must be in [0, 1), got {self.dropout}")
+        if self.rank > 0 and not list(self.targets):
+            raise ValueError("PolicyConfig.lora.targets must name at least one module when lora.rank > 0")
 
 
 @dataclass
@@ -24,8 +58,22 @@ class PolicyConfig:
     """Model shape (for a tiny model built from scratch), prompt rendering and sampling."""
 
     pretrained: Optional[str] = None  # noqa: UP045 (OmegaConf structured configs want Optional)
-    """A local Hugging Face model directory; its own tokenizer and chat template are used. None: a tiny
-    model is built from scratch over the env's word-level tokenizer, with the fields below."""
+    """A local Hugging Face model directory, a local ``.gguf`` file, or the name of a packaged model
+    (``policy.model_source.PACKAGED_MODELS``: ``smollm2``); its own tokenizer and chat template are used.
+    None: a tiny model is built from scratch over the env's word-level tokenizer, with the fields below."""
+
+    model_cache_dir: Optional[str] = None  # noqa: UP045
+    """Where a GGUF file is de-quantised once into a safetensors folder named by the file's hash, so later
+    loads read that folder; None: ``reverie/models`` under the user's cache folder (``$XDG_CACHE_HOME`` or
+    ``~/.cache``)."""
+
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    """LoRA adapters on the pretrained model (``lora.rank`` 0: none)."""
+
+    scored_logits: bool = False
+    """In the learner, compute the LM head only at the scored (action) positions instead of over the whole
+    vocabulary at every position: the same log-probs, far less memory with a large vocabulary. Off for the
+    tiny models, whose numbers it could move by rounding."""
 
     tokenizer: str = "auto"
     """The tiny model's tokenizer: ``word`` (word-level over the env's vocabulary; decodes ``[5]`` as
@@ -86,6 +134,9 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig.top_p must be in (0, 1], got {self.top_p}")
         if self.pretrained is not None and not str(self.pretrained).strip():
             raise ValueError("PolicyConfig.pretrained must be a local model directory or None, got an empty string")
+        if self.lora.rank > 0 and self.pretrained is None:
+            raise ValueError("PolicyConfig.lora.rank > 0 needs a pretrained model (policy.pretrained); the tiny "
+                             "model trains all its weights")
 
 
 @dataclass

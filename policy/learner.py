@@ -36,7 +36,7 @@ from lightning.fabric import Fabric
 from critic import CriticStates, token_values
 from policy.batch import TokenBatch
 from policy.config import PPOConfig
-from policy.logprobs import token_logprobs
+from policy.logprobs import scored_token_logprobs, token_logprobs
 from policy.losses import (
     aggregate,
     clipped_value_loss,
@@ -71,6 +71,7 @@ class PPOLearner:
         critic: torch.nn.Module | None = None,
         ref_model: torch.nn.Module | None = None,
         max_nonfinite_updates: int = 3,
+        scored_logits: bool = False,
     ) -> None:
         if max_nonfinite_updates < 0:
             raise ValueError(f"max_nonfinite_updates must be >= 0, got {max_nonfinite_updates}")
@@ -84,6 +85,7 @@ class PPOLearner:
         self.fabric = fabric
         self.cfg = cfg
         self.seed = seed
+        self.scored_logits = scored_logits  # the LM head only at the response tokens (policy.scored_logits)
         self.policy, self.policy_optimizer = fabric.setup(
             policy_model, torch.optim.Adam(policy_model.parameters(), lr=cfg.lr)
         )
@@ -270,12 +272,19 @@ class PPOLearner:
                 out[idx, start:] = fn(part)  # (b, L - start)
         return out
 
+    def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L) log-probs and entropies; with ``scored_logits`` only the response tokens' (0 elsewhere,
+        where no loss reads them)."""
+        if self.scored_logits:
+            return scored_token_logprobs(model, batch.input_ids, batch.attention_mask, batch.response_mask)
+        return token_logprobs(model, batch.input_ids, batch.attention_mask)
+
     def _policy_logp(self, batch: TokenBatch) -> torch.Tensor:
-        return token_logprobs(self.policy, batch.input_ids, batch.attention_mask)[0]
+        return self._logprobs(self.policy, batch)[0]
 
     def _ref_logp(self, batch: TokenBatch) -> torch.Tensor:
         with torch.no_grad():
-            return token_logprobs(self.ref_model, batch.input_ids, batch.attention_mask)[0]
+            return self._logprobs(self.ref_model, batch)[0]
 
     def _raw_token_values(self, batch: TokenBatch) -> torch.Tensor:
         return self.critic.token_values(batch.input_ids, batch.attention_mask).float()
@@ -328,7 +337,7 @@ class PPOLearner:
         mask = batch.response_mask.float()  # (b, L)
         weights = tensors.get("weights")  # (b,) or None
         token_weights = None if weights is None else weights.unsqueeze(1)  # (b, 1)
-        logp, entropy = token_logprobs(self.policy, batch.input_ids, batch.attention_mask)  # (b, L) each
+        logp, entropy = self._logprobs(self.policy, batch)  # (b, L) each
         policy_loss, policy_stats = ppo_policy_loss(
             logp,
             tensors["old_logp"],

@@ -21,6 +21,7 @@ from policy.batch import TokenBatch
 from policy.config import PolicyConfig
 from policy.encode import TurnSample, encode_prompts, encode_samples, left_pad, prompt_ids, turn_samples
 from policy.logprobs import token_logprobs
+from policy.lora import save_lora_policy
 from policy.render import render_prompt
 from world_model.kv_sampling import sample_with_cache
 
@@ -67,10 +68,12 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 class LMPolicy:
     """A causal LM behind the Agent protocol: ``act`` for rollouts, ``log_probs``/``encode`` for learning."""
 
-    def __init__(self, model, tokenizer, cfg: PolicyConfig, *, seed: int = 0) -> None:
+    def __init__(self, model, tokenizer, cfg: PolicyConfig, *, seed: int = 0, adapters=None) -> None:
+        """``adapters``: the ``PeftModel`` whose LoRA adapters ``model`` carries (``policy.lora``), or None."""
         if tokenizer.eos_token_id is None:
             raise ValueError("LMPolicy: the tokenizer has no EOS token; actions could never end")
         self.model = model
+        self.adapters = adapters
         self.tokenizer = tokenizer
         self.cfg = cfg
         self.generator = torch.Generator(device="cpu").manual_seed(seed)  # draws are made on CPU
@@ -111,7 +114,16 @@ class LMPolicy:
     def with_seed(self, seed: int) -> LMPolicy:
         """The same model and tokenizer with a sampling generator of its own (for evaluation), so
         drawing evaluation episodes never moves the training policy's random stream."""
-        return LMPolicy(self.model, self.tokenizer, self.cfg, seed=seed)
+        return LMPolicy(self.model, self.tokenizer, self.cfg, seed=seed, adapters=self.adapters)
+
+    def save(self, folder) -> None:
+        """A Hugging Face model directory (safetensors + config + tokenizer): loadable, never unpickled. A LoRA
+        policy saves its adapters in ``folder/adapter`` and, with ``policy.lora.save_merged``, the merged model."""
+        if self.adapters is not None:
+            save_lora_policy(self.adapters, self.tokenizer, folder, save_merged=self.cfg.lora.save_merged)
+            return
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
 
     def state_prompts(self, states: Sequence[tuple[Trajectory, int]]) -> CriticStates:
         """The prompt ids of each (trajectory, k) state: the history after ``k`` turns, as ``act`` would

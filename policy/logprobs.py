@@ -24,3 +24,34 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     entropy = -(log_probs.exp() * log_probs).sum(-1)  # (B, L-1)
     zeros = torch.zeros_like(logp[:, :1])
     return torch.cat([zeros, logp], dim=1), torch.cat([zeros, entropy], dim=1)
+
+
+def scored_token_logprobs(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``token_logprobs`` on the scored tokens only (``scored_mask`` (B, L), e.g. the response mask): the LM
+    head is applied to the hidden states of the positions that predict them and nowhere else.
+
+    The full-vocabulary logits of every position, (B, L, V), are what fills memory with a large vocabulary;
+    here they are (N, V) for the N scored tokens. The model gathers the positions itself
+    (``logits_to_keep`` as a boolean (B, L) mask, transformers >= 5), so the call still goes through the
+    model's own forward (Fabric, DDP, autocast). Returns ``(logp, entropy)``, both (B, L), 0 off the scored
+    tokens and in column 0 (no prefix).
+    """
+    scored = scored_mask[:, 1:].bool()  # (B, L-1) tokens 1..L-1 that are scored
+    predicting = torch.cat([scored, torch.zeros_like(scored[:, :1])], dim=1)  # (B, L) position t-1 predicts token t
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_for(attention_mask),
+        use_cache=False, logits_to_keep=predicting,
+    ).logits  # (N, V), row-major over (row, position) like boolean indexing
+    if logits.dim() != 2 or logits.shape[0] != int(scored.sum()):
+        raise ValueError(f"{type(model).__name__} did not gather the scored positions (logits {tuple(logits.shape)}): "
+                         "policy.scored_logits needs a model that takes a boolean logits_to_keep (transformers >= 5)")
+    log_probs = F.log_softmax(logits.float(), dim=-1)  # (N, V)
+    targets = input_ids[:, 1:][scored]  # (N,)
+    logp = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N,)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)  # (N,)
+    zeros = torch.zeros(scored.shape, dtype=logp.dtype, device=logp.device)  # (B, L-1)
+    column0 = torch.zeros_like(zeros[:, :1])
+    return (torch.cat([column0, zeros.masked_scatter(scored, logp)], dim=1),
+            torch.cat([column0, zeros.masked_scatter(scored, entropy)], dim=1))

@@ -1,7 +1,8 @@
 """The policy's language model: a tiny Llama/Qwen2 built from a config, or a local pretrained one.
 
 Nothing is downloaded. A tiny model is initialised from scratch over a word-level tokenizer; a
-pretrained model is read from a local directory only (``local_files_only=True``).
+pretrained model is read from a local directory only (``local_files_only=True``), or from a GGUF file
+de-quantised once into a cached directory (``policy.model_source``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from transformers import (
 
 from envs.tokenizer import build_word_tokenizer
 from policy.config import PolicyConfig
+from policy.model_source import cached_folder, resolve_pretrained
 from policy.render import RENDER_VOCABULARY
 
 
@@ -63,6 +65,15 @@ def build_tiny_lm(cfg: PolicyConfig, tokenizer: PreTrainedTokenizerBase, *, seed
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return model_class(config)
+
+
+def load_pretrained(
+    value: str, cache_dir: str | os.PathLike | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model and tokenizer of ``policy.pretrained=value``: a local Hugging Face folder, a ``.gguf`` file or a
+    packaged model's name (its GGUF read through the de-quantised cache in ``cache_dir``)."""
+    source = resolve_pretrained(value)
+    return load_local_pretrained(source if source.is_dir() else cached_folder(source, cache_dir))
 
 
 def load_local_pretrained(path: str | os.PathLike) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -1,15 +1,19 @@
 """``WorldModelOptions``: the ``world_model`` Hydra group, the world model's sizes and word caps.
 
-Its ``encoder`` and ``decoder`` sections hold the knobs of ``EncoderConfig`` and ``DecoderConfig``
-field for field; the sizes that come from the tokenizer (vocabulary, row lengths) are filled at build
-time by ``WorldModelConfig.from_options``, which is what a saved model's config.json records.
+Its ``encoder`` and ``decoder`` sections declare the knobs of the encoder and decoder once:
+``EncoderConfig`` and ``DecoderConfig`` extend them with the sizes that come from the tokenizer
+(vocabulary, row lengths), filled at build time by ``WorldModelConfig.from_options``, which is what a
+saved model's config.json records.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from typing import Any
 
 from envs.checks import check_bool, check_int
+from world_model.disagreement_score import check_score
+from world_model.ensemble_options import LatentOptions
 from world_model.lm.config import LMOptions
 
 
@@ -63,28 +67,70 @@ class DecoderSection:
                              f"world_model.decoder.model_size ({self.model_size})")
 
 
-WORLD_MODELS = ("latent", "lm")
+KIND_NAMES = ("latent", "lm")
+"""The names of ``world_model.kinds.KINDS``, spelled here so that validating a config imports no model
+(the table imports the models, which import this module); a test holds the two equal."""
+
+SHARED_KEYS = ("name", "num_members", "head_hidden", "disagreement", "bootstrap", "max_observation_words",
+               "max_action_words")
+"""The ``world_model`` keys every kind reads."""
+KIND_KEYS: dict[str, tuple[str, ...]] = {
+    "latent": (*SHARED_KEYS, "ordinal_numbers", "latent_size", "encoder", "decoder"),
+    "lm": (*SHARED_KEYS, "lm"),
+}
+"""Kind -> the ``world_model`` keys (a leaf, or a whole section) its build and fit read
+(``world_model.kinds``); a value other than the default for any other key is refused at start, since
+the kind would drop it without a word. Spelled here for the same reason as ``KIND_NAMES``; a test
+sets every leaf to another value and holds each kind to this list."""
+
+
+def _default(f: Field) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def changed_keys(options: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the leaves of dataclass ``options`` (sections walked recursively) whose value is
+    not their field's default."""
+    keys = []
+    for f in fields(options):
+        value = getattr(options, f.name)
+        if is_dataclass(value):
+            keys += changed_keys(value, f"{prefix}{f.name}.")
+        elif value != _default(f):
+            keys.append(prefix + f.name)
+    return keys
+
+
+def kinds_reading(key: str) -> list[str]:
+    """The kinds whose ``KIND_KEYS`` cover the dotted ``key``."""
+    return [kind for kind, read in KIND_KEYS.items() if any(key == r or key.startswith(f"{r}.") for r in read)]
+
+
+def check_kind_reads(options: WorldModelOptions) -> None:
+    """Refuse, naming them in one line, the keys set to a non-default value that ``options.name`` does not read."""
+    unread = [(key, kinds_reading(key)) for key in changed_keys(options) if options.name not in kinds_reading(key)]
+    if unread:
+        raise ValueError("; ".join(f"world_model.{key} is read only by the {' and '.join(kinds)} world model; "
+                                   f"world_model.name={options.name} does not use it (leave it at its default)"
+                                   for key, kinds in unread))
 
 
 @dataclass
-class WorldModelOptions:
-    """Which world model (``name``), its sizes and the word caps of its tokenizer."""
+class WorldModelOptions(LatentOptions):
+    """Which world model (``name``), its sizes and the word caps of its tokenizer; the ensemble options
+    (``num_members``, ``head_hidden``, ``disagreement``, ``bootstrap``, ``ordinal_numbers``) are
+    declared in ``world_model.ensemble_options``. A key the chosen kind does not read (``KIND_KEYS``)
+    set to a non-default value is refused, naming it."""
 
     name: str = "latent"
-    """``latent`` (history latent + ensemble decoders) or ``lm`` (an ensemble of causal LMs over the
-    text history, ``world_model.lm``; its shape is the ``lm`` section, its ensemble ``num_members``)."""
+    """A kind of ``world_model.kinds``: ``latent`` (history latent + ensemble decoders) or ``lm`` (an
+    ensemble of causal LMs over the text history, ``world_model.lm``; its shape is the ``lm`` section,
+    its ensemble ``num_members``)."""
     lm: LMOptions = field(default_factory=LMOptions)
-    """The LM world model's options (read only with ``name: lm``)."""
+    """The LM world model's options (read only with ``name: lm``; set with another kind, refused)."""
 
     latent_size: int = 128
     """Size D of the history latent."""
-    num_members: int = 5
-    """Ensemble members K; 1 gives no disagreement."""
-    head_hidden: int = 64
-    """Hidden width of each member's reward and done heads."""
-    bootstrap: bool = False
-    """Train each member on its own resample of every batch's trajectories (more disagreement where
-    data is thin, ``world_model.bootstrap``); False: every member sees the whole batch."""
     encoder: EncoderSection = field(default_factory=EncoderSection)
     """The history encoder."""
     decoder: DecoderSection = field(default_factory=DecoderSection)
@@ -93,31 +139,21 @@ class WorldModelOptions:
     """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
     max_action_words: int | None = None
     """Words kept of each action; None uses the env's own cap."""
-    disagreement: str = "sum"
-    """How an observation's per-token disagreement becomes one score: ``sum`` (the total, which
-    tokens the members agree on leave unchanged, so the same scale on short and long observations),
-    ``max`` (its largest token) or ``mean`` (the mean per token, the older score, which shrinks on
-    long observations); see ``world_model.disagreement_score``."""
-    ordinal_numbers: bool = False
-    """Give every word that is an integer a learned ordinal component on top of its own embedding (a
-    thermometer code: the sum of learned steps of all values up to its own, so "n > g" is linear), in
-    the encoder and in every decoder (``world_model.ordinal``); False: unrelated word embeddings.
-    The latent model only (the LM world model reads sub-word tokens)."""
 
     def __post_init__(self) -> None:
-        if self.disagreement not in ("max", "mean", "sum"):
-            raise ValueError(f"world_model.disagreement must be 'max', 'mean' or 'sum', got {self.disagreement!r}")
-        if self.name not in WORLD_MODELS:
-            raise ValueError(f"world_model.name must be one of {WORLD_MODELS}, got {self.name!r}")
+        check_score(self.disagreement, "world_model.disagreement")
+        if self.name not in KIND_NAMES:
+            raise ValueError(f"world_model.name must be one of {KIND_NAMES}, got {self.name!r}")
         if isinstance(self.lm, dict):
             self.lm = LMOptions(**self.lm)
         if isinstance(self.encoder, dict):  # built by hand rather than by Hydra
             self.encoder = EncoderSection(**self.encoder)
         if isinstance(self.decoder, dict):
             self.decoder = DecoderSection(**self.decoder)
-        for name in ("latent_size", "num_members", "head_hidden"):
-            check_int(f"world_model.{name}", getattr(self, name), 1)
-        for name in ("bootstrap", "ordinal_numbers"):
-            check_bool(f"world_model.{name}", getattr(self, name))
+        check_int("world_model.latent_size", self.latent_size, 1)
+        self.check_latent("world_model")
         for name in ("max_observation_words", "max_action_words"):
             check_int(f"world_model.{name}", getattr(self, name), 1, optional=True)
+        check_kind_reads(self)
+        if self.name == "lm":
+            self.lm.check_all_read()

@@ -46,6 +46,7 @@ from torch import nn
 
 from envs.checks import check_bool
 from world_model.aligned_copy import add_copy_bonus, aligned_words
+from world_model.config import DecoderSection
 from world_model.decoder_context import DecoderContext
 from world_model.ordinal import OrdinalEmbedding, token_table
 
@@ -53,9 +54,10 @@ SWITCHES = ("copy_observation", "aligned_copy")
 """The decoder's on/off options (the other fields are sizes)."""
 
 
-@dataclass
-class DecoderConfig:
-    """Sizes of one member's observation decoder."""
+@dataclass(kw_only=True)
+class DecoderConfig(DecoderSection):
+    """One member's observation decoder as built: its options (``DecoderSection``, the YAML's
+    ``decoder`` section, declared once there) plus the sizes that come from the tokenizer and the model."""
 
     vocab_size: int
     """Number of token ids (the turn tokenizer's ``len``)."""
@@ -65,21 +67,8 @@ class DecoderConfig:
     """Longest query row (``TokenLimits.query_tokens``)."""
     max_text_tokens: int
     """Longest text row, ``<s>`` and ``</s>`` included (``TokenLimits.text_tokens``)."""
-    model_size: int = 64
-    """Width of the Transformer decoder."""
-    num_layers: int = 2
-    """Decoder blocks (causal self-attention, cross-attention to the memory, MLP)."""
-    num_heads: int = 4
-    """Attention heads; must divide ``model_size``."""
-    latent_slots: int = 8
-    """Memory vectors cut from the latent."""
-    copy_observation: bool = False
-    """Also cross-attend to the words of the observation the action was taken in (the copy path)."""
-    aligned_copy: bool = False
-    """With the copy path, also add a learned bonus to the logit of the word at the same place in the
-    observation acted in: decoding as an edit of it (the module ``world_model.aligned_copy``)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # every field, the section's too, named as this class's
         for name in SWITCHES:
             check_bool(f"DecoderConfig.{name}", getattr(self, name))
         if self.aligned_copy and not self.copy_observation:

@@ -33,23 +33,19 @@ import torch.nn.functional as F
 from einops import rearrange, reduce
 from torch import nn
 
+from world_model.config import EncoderSection
 from world_model.ordinal import OrdinalEmbedding, token_table
 
 
-@dataclass
-class EncoderConfig:
-    """Sizes of the history encoder."""
+@dataclass(kw_only=True)
+class EncoderConfig(EncoderSection):
+    """The history encoder as built: its options (``EncoderSection``, the YAML's ``encoder`` section,
+    declared once there) plus the sizes that come from the tokenizer and the model."""
 
     vocab_size: int
     """Number of token ids (the turn tokenizer's ``len``)."""
     max_tokens: int
     """Longest row read (``TokenLimits.encoder_tokens``); the positional readout has this many slots."""
-    embed_size: int = 64
-    """Width of token embeddings and of the convolutions."""
-    feature_size: int = 128
-    """Width of a row's feature, the GRU's input."""
-    conv_layers: int = 2
-    """Residual convolution blocks over positions."""
     kernel_size: int = 3
     """Convolution width in tokens; odd, so a position sees as many words left as right."""
     readout_channels: int = 4
@@ -57,7 +53,7 @@ class EncoderConfig:
     latent_size: int = 128
     """Size D of the latent state."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # every field, the section's too, named as this class's
         for f in fields(self):
             value = getattr(self, f.name)
             minimum = 0 if f.name == "conv_layers" else 1

@@ -6,11 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from world_model.lm.model import LMWorldModel, refuse_pickles
-from world_model.model import WorldModel
-
-KINDS = {"latent": WorldModel, "lm": LMWorldModel}
-"""``config.json``'s ``kind`` -> the class that loads it (a latent model's config has no ``kind``)."""
+from world_model.kinds import KINDS
+from world_model.lm.model import refuse_pickles
 
 
 def load_world_model(folder: str | os.PathLike):
@@ -20,7 +17,7 @@ def load_world_model(folder: str | os.PathLike):
     if not config.is_file():
         raise FileNotFoundError(f"{config} not found: not a folder written by a world model's save_pretrained")
     refuse_pickles(folder)
-    kind = json.loads(config.read_text()).get("kind", "latent")
+    kind = json.loads(config.read_text()).get("kind", "latent")  # a latent model's config has no ``kind``
     if kind not in KINDS:
         raise ValueError(f"{config}: unknown world model kind {kind!r}; known: {sorted(KINDS)}")
-    return KINDS[kind].from_pretrained(str(folder))
+    return KINDS[kind].model.from_pretrained(str(folder))

@@ -21,7 +21,7 @@ weights only, and every weight must be present.
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +31,16 @@ import torch.nn.functional as F
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
-from envs.checks import check_bool
 from envs.trajectory import Trajectory
 from world_model.batch import WorldModelBatch
 from world_model.bootstrap import bootstrap_counts, weighted_mean
 from world_model.config import WorldModelOptions
 from world_model.decoder import DecoderConfig
 from world_model.decoder_context import DecoderContext
-from world_model.disagreement_score import check_score, row_score
+from world_model.disagreement_score import row_score
 from world_model.dynamics import EnsembleDynamics
 from world_model.encoder import EncoderConfig, LatentStateEncoder
+from world_model.ensemble_options import LatentOptions
 from world_model.losses import done_bce, regression_mse, scored_token_nll
 from world_model.state import Predictions, WorldState
 from world_model.trajectory_rows import build_training_batch
@@ -56,8 +56,10 @@ def _owners(mask: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class WorldModelConfig:
-    """The whole world model: encoder and decoder sizes, word caps, ensemble and loss weights.
+class WorldModelConfig(LatentOptions):
+    """The whole latent world model as built, what its config.json records: the ``world_model`` group's
+    ensemble options (``LatentOptions``, declared once there), the encoder and decoder (their YAML
+    sections extended with the tokenizer's sizes), the word caps and the loss weights.
 
     ``for_tokenizer`` fills the vocabulary and caps from a ``TurnTokenizer``. Sub-configs given as
     dicts (as read back from config.json) are turned into their dataclasses.
@@ -71,48 +73,31 @@ class WorldModelConfig:
     """``TokenLimits.observation`` of the tokenizer the model reads with."""
     max_action_words: int
     """``TokenLimits.action`` of that tokenizer."""
-    num_members: int = 5
-    """Ensemble members K (decoder and heads each); 1 gives no disagreement."""
-    head_hidden: int = 64
-    """Hidden width of each member's reward and done heads."""
     reconstruction_weight: float = 1.0
     """Weight of rewriting the current observation from the latent (``<look>``)."""
     reward_weight: float = 1.0
     """Weight of the reward MSE."""
     done_weight: float = 1.0
     """Weight of the done BCE."""
-    bootstrap: bool = False
-    """Train each member on its own resample (with replacement) of every batch's trajectories, so
-    members also differ where the data is thin (``world_model.bootstrap``); False: every member
-    sees the whole batch."""
-    disagreement: str = "sum"
-    """How an observation's per-token disagreement is pooled into its one score (``step``'s
-    ``uncertainty``, ``disagreement``): ``"sum"``, the total, which tokens the members agree on leave
-    unchanged, so its scale does not depend on the observation's length; ``"max"``, the largest per-token
-    value, whose scale does not
-    depend on the observation's length; ``"mean"``, the mean per token (the older score, which
-    shrinks on long observations). See ``world_model.disagreement_score``."""
-    ordinal_numbers: bool = False
-    """Add a learned ordinal (thermometer) component to the embedding of every word that is an integer,
-    in the encoder and in every decoder (``world_model.ordinal``); False: plain word embeddings. A
-    config.json saved before the option existed has no such key and loads as False."""
 
     def __post_init__(self) -> None:
         if isinstance(self.encoder, dict):
             self.encoder = EncoderConfig(**self.encoder)
         if isinstance(self.decoder, dict):
             self.decoder = DecoderConfig(**self.decoder)
-        for name in ("max_observation_words", "max_action_words", "num_members", "head_hidden"):
+        for name in ("max_observation_words", "max_action_words"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"WorldModelConfig.{name} must be an integer >= 1, got {value!r}")
-        for name in ("bootstrap", "ordinal_numbers"):
-            check_bool(f"WorldModelConfig.{name}", getattr(self, name))
-        check_score(self.disagreement, "WorldModelConfig.disagreement")
+        self.check_latent("WorldModelConfig")
         for name in ("reconstruction_weight", "reward_weight", "done_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"WorldModelConfig.{name} must be a number >= 0, got {value!r}")
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """The encoder and decoder agree with each other and fit the word caps."""
         enc, dec, limits = self.encoder, self.decoder, self.limits
         for name, value, wanted in (
             ("decoder.vocab_size", dec.vocab_size, enc.vocab_size),
@@ -168,16 +153,13 @@ class WorldModelConfig:
     def from_options(cls, tokenizer: TurnTokenizer, options: WorldModelOptions) -> "WorldModelConfig":
         """The ``world_model`` group's sizes, with the vocabulary and caps of ``tokenizer`` (which
         already applies the group's word caps)."""
+        latent_options = {f.name: getattr(options, f.name) for f in fields(LatentOptions)}  # declared once
         return cls.for_tokenizer(
             tokenizer,
             latent_size=options.latent_size,
-            num_members=options.num_members,
-            head_hidden=options.head_hidden,
-            bootstrap=options.bootstrap,
-            disagreement=options.disagreement,
-            ordinal_numbers=options.ordinal_numbers,
             encoder=asdict(options.encoder),
             decoder=asdict(options.decoder),
+            **latent_options,
         )
 
 

@@ -83,7 +83,8 @@ class WorldModelLike(Protocol):
     def disagreement(
         self, states: WorldStateLike, actions: Sequence[str], observations: Sequence[str]
     ) -> torch.Tensor:
-        """``(B,)`` the members' mean mutual information per token about given outcomes (nats)."""
+        """``(B,)`` the members' mutual information about given outcomes, per token pooled over each
+        observation as the model's config says (``disagreement_score``; default the sum), in nats."""
         ...
 
     def states_before_turns(self, trajectories: Sequence[Trajectory]) -> WorldStateLike:

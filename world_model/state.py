@@ -66,7 +66,7 @@ class Predictions:
     reward: torch.Tensor  # (B,) mean predicted reward
     done_probability: torch.Tensor  # (B,) mean predicted probability that the episode ended
     done: torch.Tensor  # (B,) bool: done_probability > 0.5 (the heads read the latent after the sampled text)
-    uncertainty: torch.Tensor  # (B,) the emitted tokens' mutual information, pooled (max or mean) by the config (nats)
+    uncertainty: torch.Tensor  # (B,) the emitted tokens' mutual information, pooled by the config (sum, max or mean; nats)
     reward_std: torch.Tensor  # (B,) members' standard deviation of the reward
     done_std: torch.Tensor  # (B,) members' standard deviation of the done probability
     ended: torch.Tensor  # (B,) bool: the observation ended with </s> within the word cap

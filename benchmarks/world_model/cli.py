@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-hidden-size", type=int, default=64, help="lm: width of each member")
     p.add_argument("--lm-layers", type=int, default=2, help="lm: decoder blocks per member")
     p.add_argument("--bootstrap", action="store_true",
-                   help="train each member on its own resample of every batch (WorldModelConfig.bootstrap)")
+                   help="train each member of either model on its own resample of every batch (world_model.bootstrap)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data split draw, the agents and the fits")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {QUICK} unless given explicitly; no quality claims")

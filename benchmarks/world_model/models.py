@@ -12,9 +12,11 @@ import torch
 from benchmarks.world_model.data import ENVS
 from benchmarks.world_model.scoring import history_states, token_logps
 from envs.trajectory import Trajectory
+from world_model.config import DecoderSection, WorldModelOptions
 from world_model.fitting import fit_any
-from world_model.lm import LMOptions, LMWorldModel, LMWorldModelConfig
-from world_model.model import WorldModel, WorldModelConfig
+from world_model.kinds import KINDS
+from world_model.lm import LMOptions
+from world_model.model import WorldModel
 from world_model.protocol import WorldModelLike, WorldStateLike
 from world_model.turn_tokens import TurnTokenizer
 
@@ -31,19 +33,20 @@ OPTIONS = {"ordinal": {"ordinal_numbers": True}}
 
 def build(kind: str, env: str, *, latent_size: int, members: int, seed: int,
           lm_options: LMOptions | None = None, bootstrap: bool = False) -> WorldModelLike:
-    """A fresh model of ``kind`` over the env's words (the LM's shape from ``lm_options``; ``bootstrap``
-    for the latent one's members)."""
+    """A fresh model of ``kind`` over the env's words (the LM's shape from ``lm_options``, the latent
+    model's from ``latent_size``: each kind is given only the keys it reads; ``bootstrap`` for either's
+    members)."""
+    if kind not in MODELS:
+        raise ValueError(f"unknown world model {kind!r}; choose from {MODELS}")
     spec = ENVS[env]
     tk = TurnTokenizer.for_env(spec.name, spec.kwargs)
-    if kind in DECODERS:
-        config = WorldModelConfig.for_tokenizer(tk, latent_size=latent_size, num_members=members, bootstrap=bootstrap,
-                                                decoder=DECODERS[kind], **OPTIONS.get(kind, {}))
-        return WorldModel(config, tk, seed=seed)
-    if kind == "lm":
-        config = LMWorldModelConfig(lm_options or LMOptions(), tk.limits.observation, tk.limits.action, len(tk),
-                                    num_members=members)
-        return LMWorldModel(config, tk, seed=seed)
-    raise ValueError(f"unknown world model {kind!r}; choose from {MODELS}")
+    name = "lm" if kind == "lm" else "latent"  # the latent model's variants differ only in their options
+    if name == "lm":
+        own = {"lm": lm_options or LMOptions()}
+    else:
+        own = {"latent_size": latent_size, "decoder": DecoderSection(**DECODERS[kind]), **OPTIONS.get(kind, {})}
+    options = WorldModelOptions(name=name, num_members=members, bootstrap=bootstrap, **own)
+    return KINDS[name].build(options, tk, seed)
 
 
 def fit(model: WorldModelLike, train: Sequence[Trajectory], steps: int, *, batch_size: int, lr: float,

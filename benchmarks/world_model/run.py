@@ -101,7 +101,7 @@ def run(
     per deterministic or shop env, scored on expert episodes (None: no such fit). ``log`` gets each
     row as soon as it is scored. ``models``: which world models to fit and score on the same data
     (``latent``, ``lm``), each row tagged with its model; ``lm_options`` shape the LM one. ``bootstrap``
-    trains each latent member on its own resample of every batch."""
+    trains each member (of either model) on its own resample of every batch."""
     check_arguments(envs, sizes, steps, eval_transitions)
     unknown = [m for m in models if m not in MODELS]
     if unknown or not models:

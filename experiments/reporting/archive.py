@@ -14,12 +14,12 @@ config.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import yaml
 
+from envs.strict_json import strict_dumps
 from experiments.reporting.runs import SERIES, find_run_dirs, read_records, run_status, split_override
 
 KEPT_FILES = ("summary.json", "done")
@@ -82,7 +82,7 @@ def archive_run(run_dir: Path, dest: Path) -> Path:
     if config.is_file():
         write_yaml(dest / "config.yaml", config_without_local_paths(yaml.safe_load(config.read_text()) or {}))
     records = kept_records(read_records(run_dir / "metrics.jsonl"))
-    (dest / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    (dest / "metrics.jsonl").write_text("".join(strict_dumps(record) + "\n" for record in records), encoding="utf-8")
     return dest
 
 

@@ -1,8 +1,9 @@
 """The report figure: held-out success against real env steps, one line per configuration (the mean
 over seeds on the common grid of ``curves.mean_curve``, a band of plus or minus one standard deviation),
 plus panels for the world model's one-step exact match and the imagined-minus-real return gaps when
-any run logged them. Runs of several envs get one row of panels per env; each row has its legend to
-the right, outside the axes."""
+any run logged them. Each env gets its own row of panels, titled with the env (a configuration's
+runs are of one env, ``runs.configurations``); each row has its legend to the right, outside the
+axes, and is as tall as its legend needs, so that legends of two rows never overlap."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from experiments.reporting.curves import MeanCurve, mean_curve
-from experiments.reporting.runs import Run
+from experiments.reporting.runs import UNKNOWN_ENV, Run
 
 PANELS = (
     # (series name, or None for eval success; title; y label)
@@ -24,6 +25,7 @@ GAPS = ("imagination/return_gap", "imagination/start_return_gap")  # panels with
 RATES = (None, "wm/one_step_exact_match")  # panels on a fixed 0..1 scale
 LEGEND_WIDTH = 44  # characters per legend line before a label wraps at a comma
 LEGEND_ROWS = 12  # legend entries per column
+LEGEND_LINE_IN = 0.2  # inches a legend line at font size 8 takes, spacing included
 MARKERS_UP_TO = 40  # grid points up to which a line gets a dot per point
 
 
@@ -43,17 +45,17 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
     labels = list(order) if order is not None else list(configs)
     counted = {label: [r for r in configs[label] if r.status != "failed"] for label in labels}
     panels = figure_panels(counted, only)
-    envs = sorted({_env(runs) for runs in counted.values()}, key=str)
-    if len(envs) == 1:
-        envs = [None]  # one row, no env in the titles
+    env_of = {label: _env(configs[label]) or UNKNOWN_ENV for label in labels}
+    envs = sorted(set(env_of.values()))
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
     colour = {label: palette(i % palette.N) for i, label in enumerate(labels)}
 
     legends = []
-    fig, axes = plt.subplots(len(envs), len(panels), figsize=(4.6 * len(panels), 3.4 * len(envs)),
-                             squeeze=False, sharex="row")
+    heights = [max(3.4, LEGEND_LINE_IN * _legend_lines([lb for lb in labels if env_of[lb] == env])) for env in envs]
+    fig, axes = plt.subplots(len(envs), len(panels), figsize=(4.6 * len(panels), sum(heights)),
+                             squeeze=False, sharex="row", gridspec_kw={"height_ratios": heights})
     for row, env in enumerate(envs):
-        row_labels = [label for label in labels if env is None or _env(counted[label]) == env]
+        row_labels = [label for label in labels if env_of[label] == env]
         for col, (series, title, ylabel) in enumerate(panels):
             ax = axes[row][col]
             for label, curve in panel_curves({label: counted[label] for label in row_labels}, series).items():
@@ -66,7 +68,7 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
                 ax.axhline(target, color="0.4", linestyle=":", linewidth=1, label=f"target {target:g}")
             elif series in GAPS:
                 ax.axhline(0.0, color="0.6", linewidth=0.8)
-            ax.set_title(title if env is None else f"{env}: {title}", fontsize=10)
+            ax.set_title(f"{env}: {title}", fontsize=10)
             if max_steps is not None:  # steps start at 0; the usual 2% margin on the left
                 ax.set_xlim(-0.02 * max_steps, max_steps)
             ax.set_xlabel("real env steps")
@@ -136,6 +138,13 @@ def _draw(ax, curve, colour, label: str, bounds: tuple[float, float] | None = No
 def _env(runs: Sequence[Run]) -> str | None:
     envs = {r.env for r in runs}
     return envs.pop() if len(envs) == 1 else None
+
+
+def _legend_lines(labels: Sequence[str]) -> int:
+    """Lines the legend of a row with ``labels`` takes in its tallest column (plus target and band)."""
+    lines = [_wrap(label).count("\n") + 1 for label in labels] + [1, 1]
+    columns = math.ceil(len(lines) / LEGEND_ROWS)
+    return max(sum(lines[i::columns]) for i in range(columns))
 
 
 def _wrap(label: str) -> str:

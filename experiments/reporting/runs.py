@@ -39,6 +39,8 @@ SEED_KEY = "seed"
 SERIES = ("wm/one_step_exact_match", "imagination/return_gap", "imagination/start_return_gap")
 # Overrides that name a configuration best when there is only one configuration to label.
 HEADLINE_KEYS = ("experiment", "env", "algo", "critic", "imagination", "run")
+LABEL_MAX = 48  # characters of differing overrides a label spells out; longer: ``config N``
+UNKNOWN_ENV = "env?"  # a run whose env neither its config, summary nor overrides name
 _TIME_PREFIX = re.compile(r"^\d{2}-\d{2}-\d{2}_")
 _SEED_SUFFIX = re.compile(r"_s(\d+)$")
 
@@ -76,14 +78,26 @@ def find_run_dirs(root: str | Path) -> list[Path]:
     return sorted(path.parent for path in root.rglob("metrics.jsonl") if path.is_file())
 
 
+def find_failed_before_metrics(root: str | Path) -> list[Path]:
+    """Folders at or below ``root`` with a ``failed`` marker but no ``metrics.jsonl``: runs that failed
+    at start (a bad option, a missing package), which a report still lists, sorted by path."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(path.parent for path in root.rglob("failed")
+                  if path.is_file() and not (path.parent / "metrics.jsonl").exists())
+
+
 def load_runs(root: str | Path) -> list[Run]:
-    """Every run at or below ``root`` (``root`` itself may be one run folder); empty if none."""
-    return [load_run(path) for path in find_run_dirs(root)]
+    """Every run at or below ``root`` (``root`` itself may be one run folder), those that failed before
+    writing metrics included; empty if none."""
+    paths = sorted({*find_run_dirs(root), *find_failed_before_metrics(root)})
+    return [load_run(path) for path in paths]
 
 
 def load_run(path: str | Path) -> Run:
     path = Path(path)
-    records = read_records(path / "metrics.jsonl")
+    records = read_records(path / "metrics.jsonl") if (path / "metrics.jsonl").is_file() else []
     summary = _read_json(path / "summary.json")
     config = _read_config(path)
     overrides, name_seed = _overrides(path)
@@ -115,43 +129,85 @@ def load_run(path: str | Path) -> Run:
 
 def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,),
                    names: Callable[[Run], str | None] | None = None) -> dict[str, list[Run]]:
-    """Runs grouped by configuration: runs whose overrides differ only in the ``ignore`` keys (the
-    seed) are seeds of one configuration. Keys are the labels of ``configuration_labels``, or the
-    ``names`` of a configuration's first run where that gives one (a benchmark's method name),
-    sorted; each configuration's runs are sorted by seed, then path."""
+    """Runs grouped by env and configuration: runs of one env whose overrides differ only in the
+    ``ignore`` keys (the seed) are seeds of one configuration. Keys are the labels of
+    ``configuration_labels`` (the env first), or the ``names`` of a configuration's first run where
+    that gives one (a benchmark's method name; the env put first only when runs of several envs
+    share a name), sorted; each configuration's runs are sorted by seed, then path."""
     ignore = tuple(ignore)
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        groups.setdefault(run.config_key(ignore), []).append(run)
+        groups.setdefault((run.env or "", run.config_key(ignore)), []).append(run)
     keys = list(groups)
-    labels = configuration_labels([dict(key) for key in keys])
+    labels = configuration_labels([dict(key) for _, key in keys], [env or None for env, _ in keys])
     if names is not None:
-        labels = [names(groups[key][0]) or label for key, label in zip(keys, labels, strict=True)]
+        named = [names(groups[key][0]) for key in keys]
+        shared = {name for name in named if name and len({env for (env, _), n in zip(keys, named, strict=True) if n == name}) > 1}
+        labels = [(f"{key[0] or UNKNOWN_ENV}: {name}" if name in shared else name) if name else label
+                  for key, label, name in zip(keys, labels, named, strict=True)]
     by_label = {label: sorted(groups[key], key=lambda r: (r.seed is None, r.seed or 0, str(r.path)))
                 for label, key in zip(labels, keys, strict=True)}
     return dict(sorted(by_label.items()))
 
 
-def configuration_labels(configs: Sequence[dict[str, str]]) -> list[str]:
+def configuration_labels(configs: Sequence[dict[str, str]], envs: Sequence[str | None] | None = None) -> list[str]:
     """A short readable label per configuration: ``key=value`` pairs, sorted by key, of only the
     overrides that differ between configurations (a key that some configurations lack counts as
     differing; a configuration without it shows nothing for it, and ``defaults`` if nothing is left).
-
     A lone configuration is labelled by its headline overrides (experiment, env, algo, critic,
     imagination), or ``all runs`` if it has none. ``run=NAME`` (from a folder name) shows as ``NAME``.
+
+    With ``envs`` (each configuration's env), the env leads every label (where it is known) and the pairs are those that
+    differ between the configurations of that env (``env=`` left out); pairs beyond ``LABEL_MAX``
+    characters are left to the report's key table, the label saying how many and its number
+    (``hidden_number: algo=grpo,critic=latent +3 (#2)``).
     """
+    if envs is None:
+        return _differing_labels(configs)
+    labels = [""] * len(configs)
+    for env in dict.fromkeys(envs):
+        members = [i for i, e in enumerate(envs) if e == env]
+        parts = _differing_labels([{k: v for k, v in configs[i].items() if k != "env"} for i in members],
+                                  lone_default="", shorten=True)
+        for i, part in zip(members, parts, strict=True):
+            part = part.replace("#?", f"#{i + 1}")
+            labels[i] = part or "defaults" if env is None else f"{env}: {part}" if part else env
+    return labels
+
+
+def _differing_labels(configs: Sequence[dict[str, str]], lone_default: str = "all runs",
+                      shorten: bool = False) -> list[str]:
     if not configs:
         return []
     if len(configs) == 1:
         keys = [k for k in HEADLINE_KEYS if k in configs[0]]
-        return [_label(configs[0], sorted(keys)) or "all runs"]
+        return [_label(configs[0], sorted(keys), shorten) or lone_default]
     all_keys = sorted({k for config in configs for k in config})
     differing = [k for k in all_keys if len({config.get(k) for config in configs}) > 1]
-    return [_label(config, differing) or "defaults" for config in configs]
+    return [_label(config, differing, shorten) or "defaults" for config in configs]
 
 
-def _label(config: dict[str, str], keys: Sequence[str]) -> str:
-    return ",".join(config[k] if k == "run" else f"{k}={config[k]}" for k in keys if k in config)
+def differing_overrides(configs: Sequence[dict[str, str]]) -> tuple[list[str], dict[str, str]]:
+    """The keys whose values differ between ``configs`` (or that some lack), and the pairs every
+    configuration shares: what a label shows, and what the report's key table states once."""
+    all_keys = sorted({k for config in configs for k in config})
+    differing = [k for k in all_keys if len({config.get(k) for config in configs}) > 1]
+    shared = {k: configs[0][k] for k in all_keys if k not in differing} if configs else {}
+    return differing, shared
+
+
+def _label(config: dict[str, str], keys: Sequence[str], shorten: bool = False) -> str:
+    """The pairs of ``keys`` (headline keys first when ``shorten``), cut after ``LABEL_MAX``
+    characters with ``+N (#?)`` when ``shorten`` (the caller numbers it)."""
+    if shorten:
+        keys = sorted(keys, key=lambda k: (k not in HEADLINE_KEYS, k))
+    pairs = [config[k] if k == "run" else f"{k}={config[k]}" for k in keys if k in config]
+    if not shorten or len(",".join(pairs)) <= LABEL_MAX:
+        return ",".join(pairs)
+    shown = 1
+    while len(",".join(pairs[:shown + 1])) <= LABEL_MAX:
+        shown += 1
+    return f"{','.join(pairs[:shown])} +{len(pairs) - shown} (#?)"
 
 
 def _overrides(path: Path) -> tuple[dict[str, str], int | None]:

@@ -4,7 +4,8 @@ Statistics are over a configuration's runs that did not fail (``done`` and ``run
 run counts with what it has logged so far); failed runs are counted apart and listed run by run.
 Real steps to the target follow ``run_steps_to_target``: on the mark grid shared by every run
 (``marks`` real env steps apart), the first mark from which success stays at or above the target
-for the next two marks; with 2+ seeds that all reached it, a 95% Student-t interval of the mean.
+for the next two marks; with 2+ seeds that all reached it, their geometric mean with its 95% interval
+(``intervals.log_t_interval``: never negative, where a t interval of the raw mean can run below 0).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from experiments.reporting.curves import (
     mark_curve,
     mean_and_std,
     steps_to_held_target,
-    t_interval,
     value_at_budget,
 )
-from experiments.reporting.runs import Run
+from experiments.reporting.intervals import TOO_FEW, geometric_mean, interval_text, log_t_interval
+from experiments.reporting.runs import Run, differing_overrides
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class SummaryRow:
     steps: list[float | None]  # steps to target per counted seed (None: never reached)
     steps_mean: float | None  # over the seeds that reached the target
     steps_std: float | None
-    steps_ci: tuple[float, float] | None  # 95% t interval of the mean, when 2+ seeds all reached it
+    steps_ci: tuple[float, float] | None  # 95% interval of the geometric mean, when 2+ seeds all reached it
     final_mean: float | None
     final_std: float | None
     wall_mean_s: float | None
@@ -70,9 +71,9 @@ class SummaryRow:
             return "-"
         if self.reached < self.seeds:
             return f"not reached ({self.reached}/{self.seeds})"
-        if self.steps_ci is None:
-            return f"{self.steps_mean:,.0f}"
-        return f"{self.steps_mean:,.0f} [{self.steps_ci[0]:,.0f}, {self.steps_ci[1]:,.0f}]"
+        if self.steps_ci is None:  # one seed, or a seed at 0 steps (no log scale): the mean, no interval
+            return f"{self.steps_mean:,.0f} ({TOO_FEW if len(self.steps) < 2 else 'a seed at 0: no interval'})"
+        return f"{geometric_mean(self.steps):,.0f} {interval_text(self.steps_ci)}"
 
     def final_text(self) -> str:
         return "-" if self.final_mean is None else _pm(self.final_mean, self.final_std, "{:.2f}")
@@ -150,7 +151,7 @@ def summary_rows(configs: Mapping[str, Sequence[Run]], target: float,
             label=label, env=envs.pop() if len(envs) == 1 else None, seeds=len(counted),
             failed=len(runs) - len(counted), running=sum(r.status == "running" for r in counted), steps=steps,
             steps_mean=steps_mean, steps_std=steps_std, final_mean=final_mean,
-            steps_ci=t_interval(reached) if len(reached) == len(counted) else None, final_std=final_std,
+            steps_ci=log_t_interval(reached) if len(reached) == len(counted) else None, final_std=final_std,
             wall_mean_s=wall_mean, wall_std_s=wall_std, cpu_mean_s=cpu_mean, cpu_std_s=cpu_std, cpu_seeds=len(cpus),
             step_seconds_mean=sum(step_seconds) / len(step_seconds) if step_seconds else None,
             at_budget=tuple((budget, tuple(value_at_budget(r.curve, budget) for r in counted)) for budget in at),
@@ -247,8 +248,12 @@ def ledger_table(configs: Mapping[str, Sequence[Run]]) -> str:
 
 
 def overrides_table(configs: Mapping[str, Sequence[Run]], ignore: Sequence[str]) -> str:
-    """Each configuration's full overrides (the label shows only what differs between them)."""
-    lines = [["configuration", "overrides"]]
+    """The key to the labels: the overrides every configuration shares, once, then each
+    configuration's env and full overrides (a label shows only some of those that differ)."""
+    keys = {label: runs[0].config_key(ignore) for label, runs in configs.items()}
+    _, shared = differing_overrides([dict(key) for key in keys.values()])
+    lines = [["configuration", "env", "overrides"]]
     for label, runs in configs.items():
-        lines.append([label, " ".join(f"{k}={v}" for k, v in runs[0].config_key(ignore)) or "-"])
-    return _markdown(lines)
+        lines.append([label, runs[0].env or "-", " ".join(f"{k}={v}" for k, v in keys[label]) or "-"])
+    common = " ".join(f"`{k}={v}`" for k, v in shared.items()) or "none"
+    return f"Shared by every configuration: {common}.\n\n" + _markdown(lines)

@@ -22,7 +22,7 @@ def test_baselines_reports_its_runs_with_the_run_report(tmp_path, monkeypatch, c
                                       "gigpo", "--out", str(tmp_path), "--target", "0.8"])
     baselines.main()
     out = capsys.readouterr().out
-    assert "| algo=gigpo,experiment=frozen_lake " in out and "not reached (0/1)" in out
+    assert "| frozen_lake: algo=gigpo " in out and "not reached (0/1)" in out
     assert out.strip().splitlines()[-1] == f"table: {tmp_path / 'baselines.md'}"
     assert (tmp_path / "baselines.png").stat().st_size > 0
     summary = json.loads((tmp_path / "summary.json").read_text())

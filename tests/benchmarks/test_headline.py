@@ -58,6 +58,11 @@ def hidden_number_sweep(tmp_path) -> Path:
     return env_dir
 
 
+# Paired by seed: 40k / 10k = 4 and 60k / 10k = 6, geometric mean sqrt(24) = 4.90, 95% interval
+# 4.90 * exp(-+ 2.576) = 0.37 and 64.4 (the same log spread as grpo_reuse's steps).
+RATIO = "4.9x fewer [0.4, 64.4]"
+
+
 def test_the_table_sets_the_best_of_each_side_at_the_same_budgets(hidden_number_sweep):
     mb, mf, rows = headline.headline_rows(load_runs(hidden_number_sweep), PLANS["hidden_number"])
     assert (mb.label, mf.label) == ("mb_grpo_r0.9", "grpo_reuse") and len(rows) == 3
@@ -67,8 +72,10 @@ def test_the_table_sets_the_best_of_each_side_at_the_same_budgets(hidden_number_
     # Reference: 10k on both seeds; success 0.85 and 0.8 at 10k, 0.9 and 0.8 at 20k, 0.9 at 30k; 100k not spent.
     assert table[2] == ("| mb_grpo_r0.9 | 30,000 | 10,000 [10,000, 10,000] | 0.82 ± 0.04 | 0.85 ± 0.07 | "
                                "0.90 ± 0.00 | - | 75.0 ± 21.2 min | 2 |")
-    # grpo_reuse: 40k and 60k (mean 50k, t interval 50k +- 12.706 * 10k / sqrt(2) * sqrt(2) = 50k +- 127k).
-    assert table[3] == ("| grpo_reuse | 100,000 | 50,000 [-77,062, 177,062] | 0.40 ± 0.00 | 0.50 ± 0.00 | "
+    # grpo_reuse: 40k and 60k, on the log scale: geometric mean sqrt(40k * 60k) = 48,990, interval
+    # 48,990 * exp(-+ 12.706 * (log 1.5 / sqrt 2) / sqrt 2) = 48,990 * exp(-+ 2.576): 3,727 and 643,919
+    # (the t interval of the raw mean was 50k +- 127k, from -77,062).
+    assert table[3] == ("| grpo_reuse | 100,000 | 48,990 [3,727, 643,919] | 0.40 ± 0.00 | 0.50 ± 0.00 | "
                                "0.60 ± 0.00 | 0.85 ± 0.07 | 20.0 ± 0.0 min | 2 |")
 
 
@@ -79,7 +86,7 @@ def test_report_only_writes_each_envs_headline_and_runs_nothing(hidden_number_sw
     monkeypatch.setattr(sample_efficiency.subprocess, "call", no_run)
     headline.main(["--out", str(hidden_number_sweep.parent), "--report-only", "--envs", "hidden_number", "sokoban"])
     text = (hidden_number_sweep / "headline.md").read_text()
-    assert "headline: mb_grpo_r0.9 10,000 [10,000, 10,000] against grpo_reuse" in text and "5.0x fewer" in text
+    assert "headline: mb_grpo_r0.9 10,000 [10,000, 10,000] against grpo_reuse" in text and RATIO in text
     assert (hidden_number_sweep / "headline.png").exists() and (hidden_number_sweep / "sample_efficiency.md").exists()
     assert "## sokoban: no runs yet" in capsys.readouterr().out
 
@@ -110,7 +117,7 @@ def test_the_command_reports_a_sweep(hidden_number_sweep):
                            "hidden_number", "--out", str(hidden_number_sweep.parent)],
                           cwd=repo, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "| mb_grpo_r0.9 | 30,000 | 10,000 [10,000, 10,000] |" in done.stdout and "5.0x fewer" in done.stdout
+    assert "| mb_grpo_r0.9 | 30,000 | 10,000 [10,000, 10,000] |" in done.stdout and RATIO in done.stdout
 
 
 def test_keep_writes_the_tables_from_the_kept_records_alone(hidden_number_sweep, tmp_path, monkeypatch):
@@ -121,5 +128,5 @@ def test_keep_writes_the_tables_from_the_kept_records_alone(hidden_number_sweep,
     direct = (hidden_number_sweep / "headline.md")
     assert not direct.exists()  # the tables went beside the records, not into the sweep
     text = (keep / "hidden_number" / "headline.md").read_text()
-    assert "headline: mb_grpo_r0.9 10,000 [10,000, 10,000] against grpo_reuse" in text and "5.0x fewer" in text
+    assert "headline: mb_grpo_r0.9 10,000 [10,000, 10,000] against grpo_reuse" in text and RATIO in text
     assert len(list((keep / "hidden_number").glob("method=*/metrics.jsonl"))) == 5

@@ -201,7 +201,8 @@ def test_the_headline_takes_the_best_of_all_model_free_methods_and_controls(tmp_
     for method, values in curves.items():
         write_benchmark_run(tmp_path, method, values)
     line = sample_efficiency.headline(tmp_path, 0.8)
-    assert line == "headline: mb_grpo_r0.9 200 against grpo_small_batch 400 real steps to 0.8: 2.0x fewer"
+    assert line == ("headline: mb_grpo_r0.9 200 (too few seeds to bound) against grpo_small_batch 400 (too few seeds "
+                    "to bound) real steps to 0.8: 2.0x fewer (too few seeds to bound: 1 paired seed)")
 
 
 def test_the_headline_says_which_seeds_are_still_running(tmp_path):
@@ -211,7 +212,7 @@ def test_the_headline_says_which_seeds_are_still_running(tmp_path):
     write_benchmark_run(tmp_path, "grpo", [0.5, 0.6, 0.85, 0.9, 0.9])
     line = sample_efficiency.headline(tmp_path, 0.8)
     assert line == ("headline: mb_grpo_r0.9 not reached (1/2) (1 still running) against grpo 200 "
-                    "real steps to 0.8")
+                    "(too few seeds to bound) real steps to 0.8")
 
 
 def test_the_headline_bounds_the_ratio_when_no_model_free_run_held_the_target(tmp_path):
@@ -224,7 +225,7 @@ def test_the_headline_bounds_the_ratio_when_no_model_free_run_held_the_target(tm
     for method, values in curves.items():
         write_benchmark_run(tmp_path, method, values)
     line = sample_efficiency.headline(tmp_path, 0.8)
-    assert line.startswith("headline: mb_grpo_r0.9 200 against ")
+    assert line.startswith("headline: mb_grpo_r0.9 200 (too few seeds to bound) against ")
     assert ": at least 2.5x fewer (no model-free method or control held 0.8 on every seed" in line
 
 
@@ -236,7 +237,8 @@ def test_the_headline_gives_the_break_even_cost_of_a_real_step(tmp_path):
     for method, (values, wall) in runs.items():
         write_benchmark_run(tmp_path, method, values, wall_s=wall)
     line = sample_efficiency.headline(tmp_path, 0.8)
-    assert line.startswith("headline: mb_grpo_r0.9 200 against grpo 600 real steps to 0.8: 3.0x fewer")
+    assert line.startswith("headline: mb_grpo_r0.9 200 (too few seeds to bound) against grpo 600 (too few seeds to "
+                           "bound) real steps to 0.8: 3.0x fewer (too few seeds to bound: 1 paired seed)")
     assert "once a real step costs 0.42 s or more" in line or "once a real step costs 0.43 s or more" in line
     assert "(compute per real step 1.000 s against 0.050 s)" in line
 

@@ -76,3 +76,28 @@ def test_envs_without_rules_and_garbled_text():
     assert outcome_rule("hidden_number")("intro", "guess 3 : lower\nguess 4 : correct") == TextOutcome(1.0, True)
     assert outcome_rule("hidden_number")("intro", "correct guess") == TextOutcome(0.0, False)
     assert outcome_rule("frozen_lake")("", "nonsense words") == TextOutcome(0.0, False)
+
+
+SOKOBAN_BEFORE = "# # # # #\n# P X O #\n# # # # #"  # one box off its target
+
+
+@pytest.mark.parametrize("written", [
+    "nonsense words",  # a world model's garbled text: no room at all
+    "",
+    "Invalid action. Answer with one word: Up, Down, Left or Right.",
+    "# # # # #\n# _ P _ #\n# # # # #",  # a room whose boxes the model lost: none off a target, none on one
+])
+def test_sokoban_text_without_a_box_on_a_target_neither_ends_nor_earns_the_finish(written):
+    """Solved means a box on a target and none off one: text that holds no box at all (which no real
+    room does) must not end an imagined episode with the finishing reward."""
+    assert outcome_rule("sokoban")(SOKOBAN_BEFORE, written) == TextOutcome(-0.1, False)
+
+
+def test_sokoban_rules_read_only_the_room_lines():
+    """A line of prose (the invalid-action notice, or model text) is not part of the room: its words
+    neither add boxes nor take the anchor's place."""
+    solved = "# # # # #\n# _ P √ #\n# # # # #"
+    assert outcome_rule("sokoban")(SOKOBAN_BEFORE, solved) == TextOutcome(pytest.approx(-0.1 + 1 + 10), True)
+    noted = "X marks the spot\n" + solved  # prose holding the box symbol: still solved
+    assert outcome_rule("sokoban")(SOKOBAN_BEFORE, noted) == TextOutcome(pytest.approx(-0.1 + 1 + 10), True)
+    assert anchor_rule("sokoban")(SOKOBAN_BEFORE, noted) == solved

@@ -164,3 +164,47 @@ def test_a_game_ended_by_invalid_moves_with_partial_credit_is_no_success():
     last = env.step("x")  # the second invalid move in a row: TextArena ends the game
     assert last.done and last.info["game_reward"] == pytest.approx(18 / 19)
     assert not last.info["success"] and last.reward == pytest.approx(18 / 19)
+
+
+UNLISTED = "LightsOut-v0"  # not in envs.textarena_games; moves are `[row col]`, 0-4
+
+
+def test_an_unlisted_game_without_a_rule_probes_with_malformed_actions_only():
+    env = make("textarena", game=UNLISTED)
+    assert not env.capabilities.random_action
+    words = env.vocabulary()  # probe episodes: no random action, so the malformed probe every turn
+    assert "Lights" in words and len(words) > 20
+    assert env.is_well_formed("I press [2 3]") and not env.is_well_formed("2 3")  # the bracket default
+
+
+def test_an_unlisted_game_takes_its_random_action_rule_and_pattern_from_the_options():
+    env = make("textarena", game=UNLISTED, random_action="[{0-4} {0-4}]", action_pattern=r"\[\d \d\]")
+    assert env.capabilities.random_action
+    env.reset(0)
+    rng = random.Random(1)
+    actions = [env.random_action(rng) for _ in range(30)]
+    assert {a for a in actions} <= {f"[{r} {c}]" for r in range(5) for c in range(5)} and len(set(actions)) > 5
+    result = env.step(actions[0])
+    assert result.info["valid"] and "Move 1" in result.observation  # the game took the move
+    assert env.is_well_formed("[2 3]") and not env.is_well_formed("[up]")  # the pattern given, not the default
+
+
+def test_bad_rules_fail_naming_the_key():
+    with pytest.raises(ValueError, match="env.kwargs.random_action"):
+        make("textarena", game=UNLISTED, random_action="[{0-4]")
+    with pytest.raises(ValueError, match="env.kwargs.action_pattern"):
+        make("textarena", game=UNLISTED, action_pattern="[unclosed")
+
+
+def test_a_game_that_needs_a_download_it_cannot_make_fails_in_one_line(monkeypatch):
+    import textarena
+
+    def refused_download(*args, **kwargs):  # what nltk raises once its download was refused
+        raise LookupError("\n" + "*" * 70 + "\n  Resource 'words' not found.\n  Please use the NLTK Downloader")
+
+    monkeypatch.setattr(textarena, "make", refused_download)
+    with pytest.raises(RuntimeError) as refusal:
+        make("textarena", game="Hangman-v0")
+    message = str(refusal.value)
+    assert "\n" not in message and "env.kwargs.game" in message and "'Hangman-v0'" in message
+    assert "download" in message and "Resource 'words' not found." in message

@@ -169,3 +169,19 @@ def test_warm_start_takes_transcripts_or_random_actions_not_both():
         WarmStartConfig(transcripts="a.jsonl", random_actions=True)
     with pytest.raises(ValueError, match="trainer.env_step_timeout_s"):
         TrainerConfig(env_step_timeout_s=0)
+
+
+@pytest.mark.parametrize(("overrides", "key", "kind"), [
+    (["world_model=lm", "world_model.decoder.copy_observation=true"], "decoder.copy_observation", "lm"),
+    (["world_model=lm", "world_model.latent_size=64"], "latent_size", "lm"),
+    (["world_model.lm.history_turns=2"], "lm.history_turns", "latent"),
+])
+def test_a_world_model_key_the_chosen_kind_does_not_read_is_refused_naming_it(overrides, key, kind):
+    with pytest.raises(ValueError, match=rf"world_model\.{key} is read only by the \w+ world model; "
+                                         rf"world_model\.name={kind} does not use it"):
+        validate(compose_train(overrides))
+
+
+def test_the_lm_world_model_takes_the_ensemble_options_it_reads():
+    run = validate(compose_train(["world_model=lm", "world_model.bootstrap=true", "world_model.disagreement=max"]))
+    assert (run.world_model.bootstrap, run.world_model.disagreement) == (True, "max")

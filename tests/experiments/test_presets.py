@@ -146,3 +146,18 @@ def test_ablate_controls_base_has_every_control_off():
         base.warmup_iterations,
     ) == (0.0, None, 1.0, "policy", 0.0, None, None, 0)
     assert base.enabled
+
+
+LATENT_TUNED = {"ablate_controls", "ablate_ratio", "frozen_lake", "model_based", "quick", "sokoban"}
+"""The presets that set the latent world model's own keys (its sizes, the decoder's copy path)."""
+
+
+@pytest.mark.parametrize("preset", presets())
+def test_a_preset_with_the_lm_world_model_composes_or_is_refused_naming_a_latent_key(preset):
+    overrides = [f"experiment={preset}", "world_model=lm"]
+    if preset not in LATENT_TUNED:
+        assert validate(compose_train(overrides)).world_model.name == "lm"
+        return
+    with pytest.raises(ValueError, match=r"world_model\.(latent_size|decoder\.\w+) is read only by the latent "
+                                         r"world model; world_model\.name=lm does not use it"):
+        validate(compose_train(overrides))

@@ -27,6 +27,7 @@ from experiments.reporting.plot import figure_panels, panel_curves, panel_series
 from experiments.reporting.table import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
+ENV = "hidden_number"  # make_run's env: every label starts with it
 
 
 def make_run(folder: Path, overrides: list[str] | None, curve: list[tuple[int, float]], *, status: str = "done",
@@ -141,11 +142,11 @@ def test_seeds_group_into_configurations_labelled_by_what_differs(tmp_path):
     runs = load_runs(make_sweep(tmp_path))
     assert len(runs) == 6
     configs = configurations(runs)
-    assert list(configs) == ["algo=gigpo,imagination.ratio=0", "algo=grpo,imagination.ratio=0.75"]
-    assert [r.seed for r in configs["algo=grpo,imagination.ratio=0.75"]] == [0, 1, 2]
-    assert [r.status for r in configs["algo=gigpo,imagination.ratio=0"]] == ["done", "done", "failed"]
+    assert list(configs) == ["hidden_number: algo=gigpo,imagination.ratio=0", "hidden_number: algo=grpo,imagination.ratio=0.75"]
+    assert [r.seed for r in configs["hidden_number: algo=grpo,imagination.ratio=0.75"]] == [0, 1, 2]
+    assert [r.status for r in configs["hidden_number: algo=gigpo,imagination.ratio=0"]] == ["done", "done", "failed"]
 
-    grpo0 = configs["algo=grpo,imagination.ratio=0.75"][0]
+    grpo0 = configs["hidden_number: algo=grpo,imagination.ratio=0.75"][0]
     assert grpo0.curve == [(0, 0.1), (100, 0.5), (200, 0.8), (300, 0.9), (400, 0.9)]
     assert grpo0.series["wm/one_step_exact_match"] == [(50, 0.2), (150, 0.6)]
     assert grpo0.env == "hidden_number" and grpo0.wall_s == 100.0 and grpo0.final_success == 0.9
@@ -168,7 +169,7 @@ def test_ignored_keys_do_not_split_a_configuration(tmp_path):
     make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.time_budget_s=61"], [(0, 0.5)])
     runs = load_runs(tmp_path)
     assert len(configurations(runs)) == 2
-    assert list(configurations(runs, ignore=("seed", "trainer.time_budget_s"))) == ["algo=grpo"]
+    assert list(configurations(runs, ignore=("seed", "trainer.time_budget_s"))) == ["hidden_number: algo=grpo"]
 
 
 def test_where_warm_starts_lie_or_how_often_runs_checkpoint_never_splits_a_configuration(tmp_path):
@@ -176,7 +177,7 @@ def test_where_warm_starts_lie_or_how_often_runs_checkpoint_never_splits_a_confi
     make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.warm_start.cache_dir=/cache", "trainer.checkpoint_every=10"],
              [(0, 0.5)])
     make_run(tmp_path / "z", ["algo=gigpo", "seed=0", "trainer.warm_start.cache_dir=/other"], [(0, 0.5)])
-    assert list(configurations(load_runs(tmp_path))) == ["algo=gigpo", "algo=grpo"]
+    assert list(configurations(load_runs(tmp_path))) == ["hidden_number: algo=gigpo", "hidden_number: algo=grpo"]
 
 
 def test_overrides_and_seed_from_the_folder_name_without_hydra_files(tmp_path):
@@ -227,30 +228,32 @@ def test_table_is_best_first_with_not_reached_counts(tmp_path):
         for seed, curve in enumerate(seeds):
             make_run(tmp_path / f"{name}_s{seed}", None, curve, seed=seed)
     rows = summary_rows(configurations(load_runs(tmp_path)), 0.8)
-    assert [row.label for row in rows] == ["fast", "also_fast_but_worse", "slow", "half", "never"]
+    assert [row.label for row in rows] == [f"{ENV}: {name}" for name in ("fast", "also_fast_but_worse", "slow", "half", "never")]
     fast = rows[0]
     assert fast.steps == [200, 300] and fast.steps_mean == 250
     assert fast.steps_std == pytest.approx(math.sqrt(2 * 50**2))  # 70.71
     assert fast.final_mean == pytest.approx(0.85) and fast.final_std == pytest.approx(0.05 * math.sqrt(2))
-    # 95% t interval with one degree of freedom: 250 ± 12.706 * 70.71 / sqrt(2) = 250 ± 635.3
-    assert fast.steps_ci == pytest.approx((250 - 635.31, 250 + 635.31), abs=0.01)
-    assert fast.steps_text() == "250 [-385, 885]" and fast.final_text() == "0.85 ± 0.07"
-    assert rows[2].steps_text() == "400" and rows[2].final_text() == "0.85"  # one seed: no spread
+    # 95% interval on the log scale, one degree of freedom (t = tan(0.475 pi) = 12.706): geometric mean
+    # sqrt(200 * 300) = 244.9 times exp(-+ 12.706 * (log 1.5 / sqrt 2) / sqrt 2) = exp(-+ 2.576): 18.6 and 3,220
+    half = math.tan(0.475 * math.pi) * math.log(1.5) / 2
+    assert fast.steps_ci == pytest.approx((math.sqrt(60000) * math.exp(-half), math.sqrt(60000) * math.exp(half)))
+    assert fast.steps_text() == "245 [19, 3,220]" and fast.final_text() == "0.85 ± 0.07"
+    assert rows[2].steps_text() == "400 (too few seeds to bound)" and rows[2].final_text() == "0.85"  # one seed
     assert rows[3].steps_text() == "not reached (1/2)" and rows[3].reached == 1
     assert rows[4].steps_text() == "not reached (0/2)"
 
     table = format_table(rows, 0.8).splitlines()
-    assert table[0].split("|")[1:-1] == [" configuration       ", " real steps to 0.8 ", " final success ",
+    assert table[0].split("|")[1:-1] == [" configuration                      ", " real steps to 0.8            ", " final success ",
                                          " wall time ", " CPU time ", " seeds "]
-    assert "| fast " in table[2] and "250 [-385, 885]" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
-    assert "| slow " in table[4] and "| 60 s " in table[4]  # one seed: no spread
+    assert "| hidden_number: fast " in table[2] and "245 [19, 3,220]" in table[2] and "60 ± 0 s" in table[2]  # both seeds took 60 s
+    assert "| hidden_number: slow " in table[4] and "| 60 s " in table[4]  # one seed: no spread
     assert "not reached (1/2)" in table[5]
 
 
 def test_a_failed_run_is_listed_as_failed_and_left_out_of_the_statistics(tmp_path):
     configs = configurations(load_runs(make_sweep(tmp_path)))
     rows = summary_rows(configs, 0.8)
-    assert [row.label for row in rows] == ["algo=grpo,imagination.ratio=0.75", "algo=gigpo,imagination.ratio=0"]
+    assert [row.label for row in rows] == ["hidden_number: algo=grpo,imagination.ratio=0.75", "hidden_number: algo=gigpo,imagination.ratio=0"]
     grpo, gigpo = rows
     assert grpo.steps == [200, 150, None] and grpo.steps_mean == pytest.approx(175)  # seed 2 never held it
     assert grpo.steps_text() == "not reached (2/3)" and grpo.steps_ci is None
@@ -273,7 +276,7 @@ def test_cpu_time_is_mean_and_spread_over_the_seeds_and_a_dash_for_older_runs(tm
     make_run(tmp_path / "mixed_s0", None, curve, seed=0, cpu_s=30.0)
     make_run(tmp_path / "mixed_s1", None, curve, seed=1)
     configs = configurations(load_runs(tmp_path))
-    rows = {row.label: row for row in summary_rows(configs, 0.8)}
+    rows = {row.label.removeprefix(f"{ENV}: "): row for row in summary_rows(configs, 0.8)}
     assert rows["new"].cpu_mean_s == pytest.approx(120.0) and rows["new"].cpu_std_s == pytest.approx(30.0)
     assert rows["new"].cpu_text() == "2.0 ± 0.5 min"
     assert rows["old"].cpu_mean_s is None and rows["old"].cpu_text() == "-"
@@ -281,7 +284,7 @@ def test_cpu_time_is_mean_and_spread_over_the_seeds_and_a_dash_for_older_runs(tm
     lines = format_table(list(rows.values()), 0.8).splitlines()
     header = [cell.strip() for cell in lines[0].split("|")[1:-1]]
     assert header[-3:] == ["wall time", "CPU time", "seeds"]
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]}
+    cells = {line.split("|")[1].strip().removeprefix(f"{ENV}: "): [c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]}
     assert cells["new"][header.index("CPU time")] == "2.0 ± 0.5 min"
     assert cells["old"][header.index("CPU time")] == "-"
     runs = run_table(configs, 0.8).splitlines()
@@ -306,7 +309,7 @@ def test_the_ledger_table_shows_warm_start_check_steps_and_a_dash_when_unknown(t
     column = header.index("warm-start check steps")
     assert header[column - 1] == "warm-start expert steps"
     cells = {line.split("|")[1].strip(): line.split("|")[1:-1][column].strip() for line in lines[2:]}
-    assert cells == {"cloned": "4,321", "unknown": "-", "older": "-"}
+    assert cells == {"hidden_number: cloned": "4,321", "hidden_number: unknown": "-", "hidden_number: older": "-"}
 
 
 def test_value_at_a_budget_needs_the_run_to_have_spent_it():
@@ -320,7 +323,7 @@ def test_value_at_a_budget_needs_the_run_to_have_spent_it():
 def test_success_at_budgets_over_the_seeds_that_spent_them(tmp_path):
     configs = configurations(load_runs(make_sweep(tmp_path / "sweep")))
     rows = {row.label.split(",")[0]: row for row in summary_rows(configs, 0.8, at=(150, 250))}
-    grpo, gigpo = rows["algo=grpo"], rows["algo=gigpo"]
+    grpo, gigpo = rows["hidden_number: algo=grpo"], rows["hidden_number: algo=gigpo"]
     # At 150 steps grpo's seeds hold 0.5 (evaluated at 100), 0.85 (150) and 0.7 (120).
     assert grpo.at_budget[0] == (150, (0.5, 0.85, 0.7))
     assert grpo.budget_text(grpo.at_budget[0][1]) == "0.68 ± 0.18"  # mean 2.05 / 3, sample std 0.1756
@@ -343,7 +346,7 @@ def test_write_report_writes_the_png_and_the_markdown(tmp_path):
     assert png == tmp_path / "out" / "report.png" and md == tmp_path / "out" / "report.md"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = md.read_text()
-    assert "| algo=grpo,imagination.ratio=0.75 " in text and "not reached (1/2)" in text
+    assert "| hidden_number: algo=grpo,imagination.ratio=0.75 " in text and "not reached (1/2)" in text
     assert text.index("algo=grpo,imagination.ratio=0.75") < text.index("algo=gigpo,imagination.ratio=0")
     assert "](report.png)" in text and "| failed " in text and "../sweep/b/2" in text
 
@@ -392,18 +395,18 @@ def test_panel_curves_are_seed_means_of_the_logged_series(tmp_path):
     assert panel_series(configs) == [None, wm, gap]
 
     curves = panel_curves(configs, wm)
-    assert list(curves) == ["imagination=dyna"]  # the model-free run logged none
-    exact = curves["imagination=dyna"]
+    assert list(curves) == ["hidden_number: imagination=dyna"]  # the model-free run logged none
+    exact = curves["hidden_number: imagination=dyna"]
     # Grid 60..150 (latest first point, earliest last point); each seed holds its last value:
     # 60: (0.2 + 0.4) / 2, 140: (0.2 + 0.8) / 2, 150: (0.6 + 0.8) / 2.
     assert exact.seeds == 2 and exact.steps == [60, 140, 150]
     assert exact.mean == pytest.approx([0.3, 0.5, 0.7])
     assert exact.std == pytest.approx([math.sqrt(0.02), math.sqrt(0.18), math.sqrt(0.02)])
-    returns = panel_curves(configs, gap)["imagination=dyna"]
+    returns = panel_curves(configs, gap)["hidden_number: imagination=dyna"]
     # The NaN at 100 steps is not a point: seed 0 holds 0.5 until 150.
     assert returns.steps == [60, 140] and returns.mean == pytest.approx([0.4, 0.3])
     success = panel_curves(configs, None)
-    assert success["imagination=dyna"].seeds == 3 and success["imagination=dyna"].mean[-1] == pytest.approx(0.6)
+    assert success["hidden_number: imagination=dyna"].seeds == 3 and success["hidden_number: imagination=dyna"].mean[-1] == pytest.approx(0.6)
 
     make_run(tmp_path / "plain" / "r", ["seed=0"], [(0, 0.1), (10, 0.2)])
     plain = configurations(load_runs(tmp_path / "plain"))
@@ -425,7 +428,7 @@ def test_cli_on_a_sweep_prints_the_table_then_the_paths(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("| configuration") and "real steps to 0.8" in lines[0]
-    assert lines[2].startswith("| algo=grpo,imagination.ratio=0.75")
+    assert lines[2].startswith("| hidden_number: algo=grpo,imagination.ratio=0.75")
     assert lines[-2] == f"plot: {sweep / 'report.png'}" and lines[-1] == f"table: {sweep / 'report.md'}"
     assert (sweep / "report.png").is_file() and (sweep / "report.md").is_file()
 
@@ -452,11 +455,11 @@ def test_a_configuration_whose_runs_all_failed_comes_last_without_statistics(tmp
     make_run(tmp_path / "ok_s0", None, [(0, 0.1), (100, 0.3)])
     make_run(tmp_path / "broken_s0", None, [(0, 0.1)], status="failed")
     rows = summary_rows(configurations(load_runs(tmp_path)), 0.8)
-    assert [row.label for row in rows] == ["ok", "broken"]
+    assert [row.label for row in rows] == ["hidden_number: ok", "hidden_number: broken"]
     assert rows[1].seeds == 0 and rows[1].seeds_text() == "0 (1 failed)"
     assert rows[1].steps_text() == "-" and rows[1].final_text() == "-"
     png, md = report.write_report(tmp_path, tmp_path / "out")
-    assert png.stat().st_size > 0 and "| broken " in md.read_text()
+    assert png.stat().st_size > 0 and "| hidden_number: broken " in md.read_text()
 
 
 def test_cli_refuses_a_target_outside_zero_one(tmp_path, capsys):

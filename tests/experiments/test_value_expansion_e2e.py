@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import experiments.train as train_module
+import experiments.advantage_estimation as advantage_module
+import experiments.imagining as imagining_module
 from tests.experiments.in_process import train_in_process
 from tests.experiments.test_determinism import BASE, MODEL_BASED
 
@@ -26,9 +27,9 @@ VALUE_EXPANSION = [
 def test_policy_rows_are_real_and_real_targets_are_expanded(tmp_path, monkeypatch):
     sources, expansions, imagined_sizes = [], [], []
     build, expand, imagine = (
-        train_module.build_rollout_batch,
-        train_module.expanded_returns,
-        train_module.imagine_groups,
+        advantage_module.build_rollout_batch,
+        advantage_module.expanded_returns,
+        imagining_module.imagine_groups,
     )
 
     def spy_build(trajectories, **kwargs):
@@ -47,9 +48,9 @@ def test_policy_rows_are_real_and_real_targets_are_expanded(tmp_path, monkeypatc
         imagined_sizes.append(len(out.trajectories))
         return out
 
-    monkeypatch.setattr(train_module, "build_rollout_batch", spy_build)
-    monkeypatch.setattr(train_module, "expanded_returns", spy_expand)
-    monkeypatch.setattr(train_module, "imagine_groups", spy_imagine)
+    monkeypatch.setattr(advantage_module, "build_rollout_batch", spy_build)
+    monkeypatch.setattr(advantage_module, "expanded_returns", spy_expand)
+    monkeypatch.setattr(imagining_module, "imagine_groups", spy_imagine)
     train_in_process(VALUE_EXPANSION, tmp_path / "run")
     assert sources == [{"real"}, {"real"}]  # two iterations, no imagined row in either update
     assert imagined_sizes and all(

@@ -66,3 +66,15 @@ def test_fit_plain_refuses_validation_data(hn_tokenizer):
 def test_an_unknown_fit_loop_names_the_key():
     with pytest.raises(ValueError, match="imagination.fit_loop"):
         ImaginationConfig(fit_loop="fast")
+
+
+def test_fit_plain_decays_weights_as_lightning_does(hn_tokenizer):
+    data = trainable(hidden_number_trajectories(seed=0, groups=8))[:8]
+    lightning, plain, undecayed = (tiny_model(hn_tokenizer, seed=0) for _ in range(3))
+    fit_world_model(data, [], lightning, max_steps=2, batch_size=4, lr=5e-3, weight_decay=0.5, seed=4,
+                    score_train=False)
+    fit_plain(data, [], plain, max_steps=2, batch_size=4, lr=5e-3, weight_decay=0.5, seed=4)
+    fit_plain(data, [], undecayed, max_steps=2, batch_size=4, lr=5e-3, seed=4)
+    expected, other = lightning.state_dict(), undecayed.state_dict()
+    assert all(torch.equal(tensor, expected[name]) for name, tensor in plain.state_dict().items())
+    assert not all(torch.equal(tensor, other[name]) for name, tensor in plain.state_dict().items())

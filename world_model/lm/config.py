@@ -1,5 +1,6 @@
 """Configuration of the LM world model: the user's options (``LMOptions``, the ``world_model.lm``
-section) and the saved model's whole shape (``LMWorldModelConfig``, written to config.json)."""
+section) and the saved model's whole shape (``LMWorldModelConfig``, written to config.json: those
+options, the ensemble's, and the tokenizer's sizes)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from world_model.disagreement_score import check_score
+from world_model.ensemble_options import EnsembleOptions
 
 DTYPES = ("float32", "bfloat16")
+TINY_SHAPE = ("hidden_size", "intermediate_size", "num_layers", "num_heads")
+"""The options that shape tiny members; a pretrained checkpoint brings its own shape."""
 
 
 def _check_int(owner: str, name: str, value: Any, least: int) -> None:
@@ -62,10 +65,25 @@ class LMOptions:
         if not self.lora_alpha > 0:
             raise ValueError(f"{owner}.lora_alpha must be > 0, got {self.lora_alpha!r}")
 
+    def check_all_read(self, owner: str = "world_model.lm") -> None:
+        """Refuse, naming it, an option set away from its default that this build would drop: a tiny
+        member's shape with ``pretrained``, ``lora_alpha`` without LoRA. For the user's config only (a
+        saved model's options load as they were built)."""
+        defaults = LMOptions()
+        if self.pretrained is not None:
+            for name in TINY_SHAPE:
+                if getattr(self, name) != getattr(defaults, name):
+                    raise ValueError(f"{owner}.{name} shapes tiny members only; with {owner}.pretrained the "
+                                     "checkpoint's own shape is used (leave it at its default)")
+        if self.lora_rank == 0 and self.lora_alpha != defaults.lora_alpha:
+            raise ValueError(f"{owner}.lora_alpha scales LoRA adapters only; it needs {owner}.lora_rank >= 1")
+
 
 @dataclass
-class LMWorldModelConfig:
-    """Everything needed to rebuild a saved ``LMWorldModel`` without the env or the network."""
+class LMWorldModelConfig(EnsembleOptions):
+    """Everything needed to rebuild a saved ``LMWorldModel`` without the env or the network: the
+    ``world_model`` group's ensemble options (``EnsembleOptions``, declared once there; the same
+    options and scale as the latent model's), its ``lm`` section and the tokenizer's sizes."""
 
     options: LMOptions
     """How the members were built."""
@@ -75,10 +93,6 @@ class LMWorldModelConfig:
     """See ``max_observation_words``."""
     vocab_size: int
     """Length of the env word tokenizer (``TurnTokenizer``)."""
-    num_members: int = 3
-    """Ensemble members K; 1 gives no disagreement."""
-    head_hidden: int = 64
-    """Hidden width of each member's reward and done head."""
     reward_weight: float = 1.0
     """Weight of the reward MSE in the loss."""
     done_weight: float = 1.0
@@ -87,23 +101,20 @@ class LMWorldModelConfig:
     """A pretrained model's Hugging Face config (filled when built from ``options.pretrained``), so a
     saved model is rebuilt from its own folder."""
     kind: str = "lm"
-    """Tells ``world_model.loading`` which model a folder holds."""
-    disagreement: str = "sum"
-    """How each observation's per-token disagreement is pooled (``world_model.disagreement``, the same
-    options and scale as the latent model's: ``sum``, ``max`` or ``mean``)."""
+    """Tells ``world_model.loading`` which model a folder holds (a key of ``world_model.kinds``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.options, dict):
             self.options = LMOptions(**self.options)
-        for name in ("max_observation_words", "max_action_words", "vocab_size", "num_members", "head_hidden"):
+        for name in ("max_observation_words", "max_action_words", "vocab_size"):
             _check_int("LMWorldModelConfig", name, getattr(self, name), 1)
+        self.check_ensemble("LMWorldModelConfig")
         for name in ("reward_weight", "done_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"LMWorldModelConfig.{name} must be a number >= 0, got {value!r}")
         if self.kind != "lm":
             raise ValueError(f"LMWorldModelConfig.kind must be 'lm', got {self.kind!r}")
-        check_score(self.disagreement, "LMWorldModelConfig.disagreement")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

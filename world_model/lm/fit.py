@@ -6,6 +6,8 @@ that turn (first observation, the ``history_turns`` turns before it, the action)
 (the real next observation, then EOS), with the real reward and done for the heads.
 ``fit_lm_world_model`` mirrors ``world_model.lightning_module.fit_world_model``: same keywords, same
 determinism (a seeded loader, the fit inside ``torch.random.fork_rng``), the metrics the loop reads.
+With ``world_model.bootstrap`` each member's training losses weight the rows of each trajectory by
+how often its own resample of the batch's trajectories drew it, as the latent model's do.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class LMRows:
     targets: list[list[int]]
     rewards: torch.Tensor  # (R,)
     dones: torch.Tensor  # (R,)
+    owners: torch.Tensor  # (R,) which of the batch's trajectories each row comes from
+    trajectories: int
+    """How many trajectories the rows come from (what ``world_model.bootstrap`` resamples)."""
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -44,8 +49,8 @@ class LMRows:
 
 def training_rows(model: LMWorldModel, trajectories: Sequence[Trajectory]) -> LMRows:
     """One row per played turn of ``trajectories`` (see the module docstring)."""
-    firsts, histories, actions, outcomes, rewards, dones = [], [], [], [], [], []
-    for t in trajectories:
+    firsts, histories, actions, outcomes, rewards, dones, owners = [], [], [], [], [], [], []
+    for b, t in enumerate(trajectories):
         state = LMState.start([t.turns[0].observation])
         for i, turn in enumerate(t.turns):
             if i >= t.branch_turn:
@@ -55,9 +60,11 @@ def training_rows(model: LMWorldModel, trajectories: Sequence[Trajectory]) -> LM
                 outcomes.append(turn.next_observation)
                 rewards.append(turn.reward)
                 dones.append(float(turn.done))
+                owners.append(b)
             state = state.advance([turn.action], [turn.next_observation], model.window)
     return LMRows(model.codec.prompts(firsts, histories, actions), model.codec.targets(outcomes),
-                  torch.tensor(rewards, dtype=torch.float32), torch.tensor(dones))
+                  torch.tensor(rewards, dtype=torch.float32), torch.tensor(dones),
+                  torch.tensor(owners, dtype=torch.long), len(trajectories))
 
 
 def row_loader(model: LMWorldModel, trajectories: Sequence[Trajectory], *, batch_size: int,
@@ -83,7 +90,8 @@ class LMWorldModelModule(L.LightningModule):
         return batch  # lists of ids; the model moves its tensors itself
 
     def _parts(self, batch: LMRows) -> dict[str, torch.Tensor]:
-        return self.model.loss_on_rows(batch.prompts, batch.targets, batch.rewards, batch.dones)
+        weights = self.model.bootstrap_weights(batch.owners, batch.trajectories)  # (K, R) or None
+        return self.model.loss_on_rows(batch.prompts, batch.targets, batch.rewards, batch.dones, row_weights=weights)
 
     def training_step(self, batch: LMRows, batch_idx: int) -> torch.Tensor:
         parts = self._parts(batch)

@@ -26,14 +26,14 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def tiny_lm(options: LMOptions, *, vocab_size: int, max_positions: int, pad: int, bos: int, eos: int) -> nn.Module:
-    """A freshly initialised Llama of ``options``' shape (draws from the global RNG: seed around it)."""
+    """A freshly initialised Llama of ``options``' shape and dtype (draws from the global RNG: seed around it)."""
     config = LlamaConfig(
         vocab_size=vocab_size, hidden_size=options.hidden_size, intermediate_size=options.intermediate_size,
         num_hidden_layers=options.num_layers, num_attention_heads=options.num_heads,
         num_key_value_heads=options.num_heads, max_position_embeddings=max_positions, tie_word_embeddings=True,
         pad_token_id=pad, bos_token_id=bos, eos_token_id=eos,
     )
-    return LlamaForCausalLM(config)
+    return LlamaForCausalLM(config).to(DTYPES[options.dtype])  # float32: no-op, the weights as drawn
 
 
 def load_local(path: str | os.PathLike, dtype: str):

@@ -30,6 +30,7 @@ from torch import nn
 from transformers import AutoTokenizer
 
 from envs.trajectory import Trajectory
+from world_model.bootstrap import bootstrap_counts, weighted_mean
 from world_model.kv_sampling import sample_with_cache
 from world_model.lm.codec import ChatCodec, WordCodec
 from world_model.lm.config import LMWorldModelConfig
@@ -183,9 +184,10 @@ class LMWorldModel(nn.Module, PyTorchModelHubMixin):
                 state = state.advance([turn.action], [turn.next_observation], self.window)
         return LMState.concat(parts) if parts else LMState((), (), ())
 
-    def _score(self, prompts: list[list[int]], targets: list[list[int]]) -> Scored:
+    def _score(self, prompts: list[list[int]], targets: list[list[int]],
+               row_weights: torch.Tensor | None = None) -> Scored:
         return score_rows(self.members, self.heads, prompts, targets, pad=self.codec.pad_id, device=self.device,
-                          score=self.config.disagreement)
+                          score=self.config.disagreement, row_weights=row_weights)
 
     @staticmethod
     def _check_rows(states: LMState, values: Sequence[str], name: str) -> None:
@@ -193,17 +195,38 @@ class LMWorldModel(nn.Module, PyTorchModelHubMixin):
             raise ValueError(f"{len(values)} {name} for {len(states)} states")
 
     # --- training -------------------------------------------------------------------------------------
+    def bootstrap_weights(self, owners: torch.Tensor, trajectories: int) -> torch.Tensor | None:
+        """``(K, R)`` how often each row's trajectory (``owners`` ``(R,)``, of ``trajectories``) was drawn
+        in each member's resample, while training with ``config.bootstrap`` (drawn from the global RNG,
+        which the fit seeds, as the latent model does); None otherwise."""
+        if not (self.training and self.config.bootstrap):
+            return None
+        counts = bootstrap_counts(self.config.num_members, trajectories)  # (K, B)
+        return counts[:, owners].to(self.device)  # (K, R)
+
     def loss_on_rows(self, prompts: list[list[int]], targets: list[list[int]], rewards: torch.Tensor,
-                     dones: torch.Tensor) -> dict[str, torch.Tensor]:
+                     dones: torch.Tensor, *, row_weights: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Teacher-forced losses, each summed over the members: ``observation_nll`` (mean per target
-        token, ``</s>`` included), ``reward_mse``, ``done_bce`` and their weighted sum ``loss``."""
-        scored = self._score(prompts, targets)
+        token, ``</s>`` included), ``reward_mse``, ``done_bce`` and their weighted sum ``loss``.
+        ``row_weights`` ``(K, R)`` (``bootstrap_weights``) makes each member's terms weighted means over
+        the rows, as if row ``r`` appeared ``row_weights[k, r]`` times in member ``k``'s batch."""
+        scored = self._score(prompts, targets, row_weights)
         rewards, dones = rewards.to(self.device).float(), dones.to(self.device).float()  # (R,), (R,)
-        parts = {
-            "observation_nll": scored.token_nll.sum(),
-            "reward_mse": ((scored.rewards - rewards[None]) ** 2).mean(dim=1).sum(),
-            "done_bce": torch.stack([F.binary_cross_entropy_with_logits(d, dones) for d in scored.done_logits]).sum(),
-        }
+        if row_weights is None:
+            parts = {
+                "observation_nll": scored.token_nll.sum(),
+                "reward_mse": ((scored.rewards - rewards[None]) ** 2).mean(dim=1).sum(),
+                "done_bce": torch.stack([F.binary_cross_entropy_with_logits(d, dones)
+                                         for d in scored.done_logits]).sum(),
+            }
+        else:
+            targets_done = dones[None].expand_as(scored.done_logits)  # (K, R)
+            bce = F.binary_cross_entropy_with_logits(scored.done_logits, targets_done, reduction="none")  # (K, R)
+            parts = {
+                "observation_nll": scored.token_nll.sum(),
+                "reward_mse": weighted_mean((scored.rewards - rewards[None]) ** 2, row_weights).sum(),
+                "done_bce": weighted_mean(bce, row_weights).sum(),
+            }
         c = self.config
         parts["loss"] = parts["observation_nll"] + c.reward_weight * parts["reward_mse"] + c.done_weight * parts["done_bce"]
         return parts

@@ -46,10 +46,13 @@ class Scored:
 
 def score_rows(members: Members, heads: nn.ModuleList, prompts: Sequence[Sequence[int]],
                targets: Sequence[Sequence[int]], *, pad: int, device: torch.device,
-               banned: torch.Tensor | None = None, score: str = "sum") -> Scored:
+               banned: torch.Tensor | None = None, score: str = "sum",
+               row_weights: torch.Tensor | None = None) -> Scored:
     """Run each member over ``prompts[b] + targets[b]`` (every target non-empty); with ``banned`` (the
     ids sampling never emits) also the target tokens' log-probs under the sampled mixture. ``score``
-    pools each row's per-token disagreement (``disagreement_score.row_score``)."""
+    pools each row's per-token disagreement (``disagreement_score.row_score``). ``row_weights``
+    ``(K, B)``, when given, weight member ``k``'s tokens of row ``b`` in its ``token_nll`` (a weighted
+    mean per target token: row ``b`` counted ``row_weights[k, b]`` times)."""
     if len(prompts) != len(targets) or any(not t for t in targets):
         raise ValueError("score_rows needs one non-empty target per prompt")
     ids, mask = left_pad([[*p, *t] for p, t in zip(prompts, targets, strict=True)], pad)  # (B, T)
@@ -67,7 +70,11 @@ def score_rows(members: Members, heads: nn.ModuleList, prompts: Sequence[Sequenc
                           use_cache=False, output_hidden_states=True, logits_to_keep=span + 1)
         logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)  # (B, L, V): predicts each target token
         token = -logp.gather(-1, wanted[..., None]).squeeze(-1)  # (B, L)
-        nlls.append((token * scored).sum() / scored.sum())
+        if row_weights is None:
+            nlls.append((token * scored).sum() / scored.sum())
+        else:
+            mass = scored * row_weights[k].to(device)[:, None]  # (B, L)
+            nlls.append((token * mass).sum() / mass.sum().clamp(min=1e-12))
         reward, done = heads[k](out.hidden_states[-1][:, -1])  # (B,), (B,)
         rewards.append(reward)
         dones.append(done)

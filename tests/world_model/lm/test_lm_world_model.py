@@ -14,7 +14,7 @@ from world_model import WorldModel, WorldModelConfig
 from world_model.kv_sampling import sample_with_cache
 from world_model.lm import LMState, LMWorldModel
 from world_model.lm.mixture import mixture_logprobs
-from world_model.lm.rows import left_pad
+from world_model.lm.rows import left_pad, score_rows
 from world_model.protocol import WorldModelLike, WorldStateLike, concat_states
 from world_model.turn_tokens import TurnTokenizer
 from world_model.uncertainty import mutual_information
@@ -57,9 +57,37 @@ def test_the_prompt_is_the_chat_history_in_role_markers():
                      "<act>", "guess", "(", "10", ")", "<res>"]
 
 
+def mixture_by_hand(member_logits: torch.Tensor, banned: list[int]) -> torch.Tensor:
+    """``(K, V)`` -> ``(V,)``: each member's softmax over the allowed ids (exp over their sum, in float64),
+    the plain mean over members, its log; banned ids -inf."""
+    logits = member_logits.double()
+    allowed = torch.ones(logits.shape[-1], dtype=torch.bool)
+    allowed[banned] = False
+    weights = torch.where(allowed, torch.exp(logits - logits.max()), torch.zeros(()))  # (K, V)
+    mean = (weights / weights.sum(-1, keepdim=True)).sum(0) / logits.shape[0]  # (V,)
+    return torch.where(allowed, torch.log(mean), torch.tensor(float("-inf"), dtype=torch.float64))
+
+
+def test_the_mixture_is_the_log_of_the_members_mean_softmax_by_hand():
+    # Three allowed ids and a banned one (id 3). Member 0: logits 0, ln 3, 0 -> 1/5, 3/5, 1/5; member 1:
+    # 0, 0, ln 2 -> 1/4, 1/4, 1/2. Their mean: 0.225, 0.425, 0.35 (member 0 alone would give 0.2, 0.6,
+    # 0.2; the normalised geometric mean 0.241, 0.418, 0.341). The banned id's logits are the largest.
+    member_logits = torch.tensor([[0.0, math.log(3), 0.0, 5.0], [0.0, 0.0, math.log(2), 9.0]])  # (K=2, V=4)
+    got = mixture_logprobs(member_logits, torch.tensor([3]))
+    assert got[:3].tolist() == pytest.approx([math.log(0.225), math.log(0.425), math.log(0.35)], abs=1e-6)
+    assert got[3] == float("-inf")
+    # leading axes are rows: (K, B, V), members in either order, give each row's own mixture
+    rows = torch.stack([member_logits, member_logits.flip(0)], dim=1)  # (K, B=2, V)
+    assert mixture_logprobs(rows, torch.tensor([3]))[:, :3].exp().flatten().tolist() == pytest.approx(
+        [0.225, 0.425, 0.35] * 2, abs=1e-6)
+    # nothing banned: the full softmaxes, e.g. member 0 puts e^5 / (5 + e^5) on id 3, member 1 e^9 / (4 + e^9)
+    free = mixture_logprobs(member_logits, None).exp()
+    assert float(free[3]) == pytest.approx((math.exp(5) / (5 + math.exp(5)) + math.exp(9) / (4 + math.exp(9))) / 2)
+
+
 def uncached_greedy(model: LMWorldModel, prompts: list[list[int]]) -> tuple[list[list[int]], list[list[float]]]:
-    """Reference: every member recomputes the whole prefix for every token, mixture argmax."""
-    banned = torch.tensor(sorted(set(model.codec.banned_ids)))
+    """Reference: every member recomputes the whole prefix for every token, mixture (by hand) argmax."""
+    banned = sorted(set(model.codec.banned_ids))
     texts, logps = [], []
     for prompt in prompts:
         row, scores = list(prompt), []
@@ -67,7 +95,7 @@ def uncached_greedy(model: LMWorldModel, prompts: list[list[int]]) -> tuple[list
             ids = torch.tensor([row])
             logits = torch.stack([model.members.model(k)(input_ids=ids).logits[0, -1]
                                   for k in range(model.members.num_members)])  # (K, V)
-            logp = mixture_logprobs(logits, banned)  # (V,)
+            logp = mixture_by_hand(logits, banned)  # (V,)
             token = int(logp.argmax())
             row.append(token)
             scores.append(float(logp[token]))
@@ -78,17 +106,28 @@ def uncached_greedy(model: LMWorldModel, prompts: list[list[int]]) -> tuple[list
     return texts, logps
 
 
+def four_rows(model: LMWorldModel) -> tuple[LMState, list[str]]:
+    """Four histories of different lengths and their next actions, two of them malformed."""
+    state = model.observe(model.initial_state([FIRST] * 4), ["guess(8)", "guess(3)", "oops", "guess(5)"],
+                          ["guess 8 : higher", "guess 3 : lower", "invalid action", "guess 5 : lower"])
+    return state, ["guess(12)", "oops", "guess(16)", "what"]
+
+
 @torch.no_grad()
-def test_cached_batched_sampling_equals_a_full_recompute():
-    model = tiny_lm_world_model(members=2)
-    state = model.observe(model.initial_state([FIRST, FIRST, FIRST]), ["guess(8)", "guess(3)", "oops"],
-                          ["guess 8 : higher", "guess 3 : lower", "invalid action"])
-    prompts = model.codec.prompts(state.first, state.turns, ["guess(12)", "guess(1)", "guess(16)"])
+@pytest.mark.parametrize("fitted", [False, True])
+def test_cached_batched_sampling_equals_a_full_recompute(fitted, request):
+    """Unfitted, no row ends (every row writes the most words); fitted, rows end at different
+    lengths, so finished rows leave the members' caches while the others go on."""
+    model = request.getfixturevalue("fitted_model") if fitted else tiny_lm_world_model(members=2)
+    state, actions = four_rows(model)
+    prompts = model.codec.prompts(state.first, state.turns, actions)
     ids, mask = left_pad(prompts, model.codec.pad_id)  # rows of different lengths: left padding matters
     assert len({len(p) for p in prompts}) > 1
     got = sample_with_cache(model.mixture, ids, mask, max_tokens=model.codec.max_new_tokens,
                             eos=model.codec.eos_id, pad=model.codec.pad_id)
     want_ids, want_logps = uncached_greedy(model, prompts)
+    ends = [len(row) for row in want_ids if row[-1] == model.codec.eos_id]
+    assert len(set(ends)) > 1 if fitted else not ends
     for b in range(len(prompts)):
         n = int(got.lengths[b])
         assert got.token_ids[b, :n].tolist() == want_ids[b]
@@ -116,13 +155,54 @@ def test_step_uncertainty_and_disagreement_are_the_members_mutual_information(sc
         want = POOLINGS[score](mutual_information(probs[:, -n - 1 : -1]))  # over the target tokens, </s> included
         # a difference of entropies of ~3 nats per token, summed over up to ~15 tokens
         assert float(got[b]) == pytest.approx(float(want), abs=5e-5)
-    # step reports the same measure on its own greedy text
+
+
+def mutual_information_of_two_by_hand(p: list[float], q: list[float]) -> float:
+    """Two members' mutual information: the mean KL of each from their mean (the Jensen-Shannon
+    divergence), in nats."""
+    mean = [(a + b) / 2 for a, b in zip(p, q, strict=True)]
+    kl = lambda r: sum(x * math.log(x / m) for x, m in zip(r, mean, strict=True) if x > 0)  # noqa: E731
+    return (kl(p) + kl(q)) / 2
+
+
+def test_two_members_mutual_information_by_hand():
+    # members sure of different ids: ln 2; members that agree, however unsure: 0
+    assert mutual_information_of_two_by_hand([1.0, 0.0], [0.0, 1.0]) == pytest.approx(math.log(2))
+    assert mutual_information_of_two_by_hand([0.5, 0.5], [0.5, 0.5]) == 0.0
+    two = torch.tensor([[[1.0, 0.0]], [[0.5, 0.5]]])  # (K=2, 1, V=2)
+    # H(0.75, 0.25) - (0 + ln 2) / 2
+    want = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)) - math.log(2) / 2
+    assert float(mutual_information(two)[0]) == pytest.approx(want, abs=1e-6)
+    assert mutual_information_of_two_by_hand([1.0, 0.0], [0.5, 0.5]) == pytest.approx(want)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("fitted", [False, True])
+def test_step_uncertainty_is_the_members_disagreement_over_the_words_it_wrote(fitted, request):
+    """``step``'s uncertainty (what halts imagination, penalises its rewards and sends counterfactual
+    groups to their fallback) is, per row, the two members' mutual information summed over the tokens
+    it wrote (``</s>`` included where the row ended): by hand from full forward passes, and as
+    ``score_rows`` and ``disagreement`` score the same tokens."""
+    model = request.getfixturevalue("fitted_model") if fitted else tiny_lm_world_model(members=2)
+    state, actions = four_rows(model)
+    prompts = model.codec.prompts(state.first, state.turns, actions)
     _, pred = model.step(state, actions, generator=torch.Generator(), greedy=True)
+    written, _ = uncached_greedy(model, prompts)
+    eos = model.codec.eos_id
+    assert pred.ended.tolist() == [row[-1] == eos for row in written]
+    assert any(pred.ended) == fitted
+    scored = score_rows(model.members, model.heads, prompts, written, pad=model.codec.pad_id, device=model.device)
     again = model.disagreement(state, actions, pred.observations)
-    ended = pred.ended.tolist()
-    for b in range(2):
-        if ended[b]:
-            assert float(pred.uncertainty[b]) == pytest.approx(float(again[b]), abs=5e-5)
+    for b, (prompt, words) in enumerate(zip(prompts, written, strict=True)):
+        row = torch.tensor([prompt + words])
+        probs = [torch.softmax(model.members.model(k)(input_ids=row).logits[0].double(), -1)[-len(words) - 1 : -1]
+                 for k in range(2)]  # (n, V) per member: the distributions each written token was drawn from
+        want = sum(mutual_information_of_two_by_hand(p.tolist(), q.tolist()) for p, q in zip(*probs, strict=True))
+        assert want > 0
+        assert float(pred.uncertainty[b]) == pytest.approx(want, rel=1e-4, abs=1e-6)
+        assert float(pred.uncertainty[b]) == pytest.approx(float(scored.disagreement[b]), abs=1e-6)
+        if pred.ended[b]:  # the observation's own tokens are the written ones
+            assert float(pred.uncertainty[b]) == pytest.approx(float(again[b]), abs=1e-6)
 
 
 def test_same_generator_state_same_sample_and_rows_do_not_depend_on_the_batch():
