@@ -146,3 +146,38 @@ def test_ablate_controls_base_has_every_control_off():
         base.warmup_iterations,
     ) == (0.0, None, 1.0, "policy", 0.0, None, None, 0)
     assert base.enabled
+
+
+# --- each env preset's prompt limit holds its env's longest prompt -------------------------------------
+# The presets named after an env (and the variants of one), with the episodes their prompts are measured on.
+ENV_PRESETS = [*ENVS, "learning_check", "hidden_number_10"]
+PROMPT_EPISODES = 6
+
+
+def longest_prompt(run) -> int:
+    """Tokens of the longest prompt (BOS included) the policy is shown over random full-length episodes of
+    the preset's env, rendered and tokenized as the policy does (its window, its env tokenizer)."""
+    from envs import RandomAgent, collect, make
+    from policy.env_tokenizer import env_tokenizer
+    from policy.render import render_prompt
+
+    kwargs = dict(run.env.kwargs)
+    tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, kwargs, make(run.env.name, **kwargs).vocabulary())
+    episodes = collect(RandomAgent(0), run.env.name, group_size=1, group_seeds=list(range(PROMPT_EPISODES)),
+                       env_kwargs=kwargs, max_turns=run.trainer.max_turns, progress=False)
+    prompts = [render_prompt(tokenizer, t.turns[:k], t.turns[k].observation, run.policy.history_window)
+               for t in episodes for k in range(len(t.turns))]
+    return 1 + max(len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"])
+
+
+@pytest.mark.parametrize("preset", ENV_PRESETS)
+def test_an_env_presets_prompt_limit_holds_its_longest_prompt_with_the_longest_actions(preset):
+    """A cut prompt loses its start (the task's rules), so the limit holds the longest prompt of random
+    episodes with room for every action in the history window to be as long as an action may be."""
+    from envs.registry import unavailable
+
+    run = validate(compose_train([f"experiment={preset}"]))
+    if unavailable(run.env.name) is not None:
+        pytest.skip(unavailable(run.env.name))
+    room = run.policy.history_window * run.policy.max_action_tokens
+    assert longest_prompt(run) + room <= run.policy.max_prompt_tokens
