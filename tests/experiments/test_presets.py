@@ -181,3 +181,17 @@ def test_an_env_presets_prompt_limit_holds_its_longest_prompt_with_the_longest_a
         pytest.skip(unavailable(run.env.name))
     room = run.policy.history_window * run.policy.max_action_tokens
     assert longest_prompt(run) + room <= run.policy.max_prompt_tokens
+
+
+@pytest.mark.parametrize("preset", ENV_PRESETS)
+def test_an_env_preset_fits_the_small_world_model_unless_the_command_line_says_otherwise(preset):
+    """world_model=small's sizes, written out by hand (conf/world_model/small.yaml), and the default's
+    on the command line."""
+    model = validate(compose_train([f"experiment={preset}", "imagination=dyna"])).world_model
+    decoder = model.decoder
+    assert (model.name, model.latent_size, model.num_members) == ("latent", 64, 3)
+    assert (decoder.model_size, decoder.num_layers, decoder.num_heads, decoder.latent_slots) == (32, 1, 2, 4)
+    assert (model.encoder.embed_size, model.encoder.feature_size, model.encoder.conv_layers) == (64, 128, 2)
+    default = validate(compose_train([f"experiment={preset}", "imagination=dyna", "world_model=default"])).world_model
+    assert (default.latent_size, default.num_members, default.decoder.model_size) == (128, 5, 64)
+    assert default.max_observation_words == model.max_observation_words  # the preset's word caps stay
