@@ -12,8 +12,8 @@ from world_model import WorldModel
 
 pytestmark = pytest.mark.slow
 
-SMALL_WORLD_MODEL = [
-    "world_model.latent_size=16", "world_model.num_members=2", "world_model.encoder.embed_size=16",
+SMALL_WORLD_MODEL = [  # the default latent model shrunk (not the env presets' world_model=small)
+    "world_model=default", "world_model.latent_size=16", "world_model.num_members=2", "world_model.encoder.embed_size=16",
     "world_model.encoder.feature_size=16", "world_model.decoder.model_size=16", "world_model.decoder.num_heads=2",
     "world_model.decoder.num_layers=1", "imagination.first_fit_steps=3", "imagination.fit_steps=2",
 ]
