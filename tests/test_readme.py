@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fnmatch
 import functools
 import importlib
 import importlib.machinery
@@ -95,7 +96,13 @@ def test_the_readme_stays_short():
 # ---- backticked paths and dotted names -------------------------------------------------------
 
 LIBRARY = ("envs", "world_model", "critic", "policy", "imagination", "experiments", "benchmarks")
-TOP_LEVEL = tuple(sorted(p.name for p in REPO.iterdir() if not p.name.startswith(".")))
+# the top-level folders and files of the repository: not hidden, not ignored (outputs/, *.egg-info)
+IGNORED = [line.strip().strip("/") for line in (REPO / ".gitignore").read_text().splitlines()
+           if line.strip() and not line.startswith(("#", "!"))]
+TOP_LEVEL = tuple(sorted(
+    p.name for p in REPO.iterdir()
+    if not p.name.startswith(".") and not any(fnmatch.fnmatch(p.name, pattern) for pattern in IGNORED)
+))
 PATH_SUFFIXES = (".py", ".md", ".yaml")
 # a placeholder (`<run>/...`, `{name}`, `$OUT`), a glob (`*`, `?`, `[...]`) or an elision
 # an example name (`envs/my_env.py`) or a part in capitals (`experiments/conf/GROUP/`)
@@ -126,11 +133,17 @@ def looks_like_a_path(word: str) -> bool:
 
 # files that a run, a report or a benchmark writes; the pages name them, the repository has none
 WRITTEN_AT_RUN_TIME = frozenset({"report.md", "benchmarks/critic_cost.png", "benchmarks/baselines/"})
-REPO_FILES = tuple(
-    "/" + p.relative_to(REPO).as_posix()
-    for p in REPO.rglob("*")
-    if p.is_file() and not {".git", ".venv", "__pycache__"} & set(p.relative_to(REPO).parts)
-)
+
+
+@functools.cache
+def repo_files() -> tuple[str, ...]:
+    """Every file under the top-level names, as '/relative/path', outside caches."""
+    found = []
+    for top in TOP_LEVEL:
+        for path in [REPO / top, *(REPO / top).rglob("*")]:
+            if path.is_file() and "__pycache__" not in path.parts:
+                found.append("/" + path.relative_to(REPO).as_posix())
+    return tuple(found)
 
 
 def path_exists(word: str) -> bool:
@@ -141,7 +154,7 @@ def path_exists(word: str) -> bool:
         return True
     if word.split("/", 1)[0] in TOP_LEVEL:
         return (REPO / word).exists()
-    return any(f.endswith("/" + word.rstrip("/")) for f in REPO_FILES)
+    return any(f.endswith("/" + word.rstrip("/")) for f in repo_files())
 
 
 @functools.cache
