@@ -208,19 +208,35 @@ def unresolved(word: str) -> str | None:
     one must be an attribute of a class defined there."""
     parts = word.split(".")
     cut = max(n for n in range(1, len(parts) + 1) if find_spec(".".join(parts[:n])) is not None)
-    module, rest = ".".join(parts[:cut]), parts[cut:]
-    if not rest:
+    module = ".".join(parts[:cut])
+    return undefined(Path(find_spec(module).origin), parts[cut:], module)
+
+
+def undefined(source: Path, names: list[str], label: str) -> str | None:
+    """Why ``names`` (a top-level name, then maybe an attribute of that class) are not defined in the
+    Python file ``source``, or None when they are."""
+    if not names:
         return None
-    if len(rest) > 2:
-        return f"{'.'.join(rest)} is more than a name and an attribute in {module}"
-    names = top_level_names(ast.parse(Path(find_spec(module).origin).read_text()))
-    if rest[0] not in names:
-        return f"{module} defines no {rest[0]}"
-    if len(rest) == 2:
-        owner = names[rest[0]]
-        if not isinstance(owner, ast.ClassDef) or rest[1] not in class_attributes(owner):
-            return f"{module}.{rest[0]} is not a class with an attribute {rest[1]}"
+    if len(names) > 2:
+        return f"{'.'.join(names)} is more than a name and an attribute in {label}"
+    defined = top_level_names(ast.parse(source.read_text()))
+    if names[0] not in defined:
+        return f"{label} defines no {names[0]}"
+    owner = defined[names[0]]
+    if len(names) == 2 and (not isinstance(owner, ast.ClassDef) or names[1] not in class_attributes(owner)):
+        return f"{label}.{names[0]} is not a class with an attribute {names[1]}"
     return None
+
+
+def unresolved_path(word: str) -> str | None:
+    """Why a path does not exist, or None when it does; `file.py::name` (or `::Class.attribute`, a
+    call's parentheses allowed) also needs the name defined in that file."""
+    if not path_exists(word):
+        return "no such file"
+    path, _, name = word.partition("::")
+    if not name or not path.endswith(".py") or path.split("/", 1)[0] not in TOP_LEVEL:
+        return None
+    return undefined(REPO / path, re.match(r"[\w.]*", name).group().split("."), path)
 
 
 def broken_references(text: str) -> list[str]:
@@ -233,8 +249,9 @@ def broken_references(text: str) -> list[str]:
         if PLACEHOLDER.search(word):
             continue
         if looks_like_a_path(word):
-            if not path_exists(word):
-                broken.append(f"{word}: no such file")
+            why = unresolved_path(word)
+            if why:
+                broken.append(f"{word}: {why}")
         elif DOTTED.match(word) and is_module_reference(word):
             why = unresolved(word)
             if why and word not in config_keys():
@@ -285,6 +302,9 @@ def test_the_span_rules_on_small_strings():
     assert path_exists("experiments/conf/algo/grpo.yaml") and path_exists("algo/grpo.yaml")
     assert path_exists("tests/test_readme.py::test_the_span_rules_on_small_strings")
     assert not path_exists("experiments/seeding.py") and not path_exists("no_such_file.py")
+    assert unresolved_path("envs/seeding.py::derive_seed(seed") is None
+    assert unresolved_path("envs/seeding.py::seed_of") == "envs/seeding.py defines no seed_of"
+    assert unresolved_path("policy/config.py::LoRAConfig.rank") is None
 
 
 def test_the_dotted_name_rules_on_small_strings():
