@@ -1,6 +1,21 @@
 """The README and docs/ stay true to the code: every ``python -m MODULE`` they show names a module
-that exists and runs as a script, every relative link points to a file, every path and dotted module
-name they write in backticks exists (rules in ``broken_references``), and the README stays short."""
+that exists and runs as a script, every relative link points to a file, and the README stays short.
+
+Every word of an inline code span (outside fenced blocks) is also checked, without importing code:
+
+- a path (it starts with a top-level folder or file of the repository, or ends in .py/.md/.yaml)
+  must exist: from the repository root, or, when it does not start at a top-level name
+  (`train.py`, `algo/grpo.yaml`), as the tail of some file's path; `file.py::name` also needs the
+  name defined in that file. Skipped: placeholders and globs (`<run>/config.yaml`, `{name}`, `$OUT`,
+  `*`, `...`, `envs/my_env.py`, `experiments/conf/GROUP/`), logged metric names
+  (`imagination/return_gap`) and the few files a run writes (``WRITTEN_AT_RUN_TIME``);
+- a dotted name that starts with a library package is code when its first two parts are a module
+  (`world_model.kinds`) or a later part has a capital (`policy.algorithms.GROUP_ESTIMATORS`): the
+  longest prefix that is a module must exist, a remaining name must be defined at its top level
+  (def, class, assignment, import, read from the AST), a second one must be an attribute of a
+  class defined there. Other dotted names (`world_model.name`) are config keys and are left alone,
+  and so is a code-looking one that is a key path of the training config (`policy.lora.rank`).
+"""
 
 from __future__ import annotations
 
@@ -104,8 +119,8 @@ TOP_LEVEL = tuple(sorted(
     if not p.name.startswith(".") and not any(fnmatch.fnmatch(p.name, pattern) for pattern in IGNORED)
 ))
 PATH_SUFFIXES = (".py", ".md", ".yaml")
-# a placeholder (`<run>/...`, `{name}`, `$OUT`), a glob (`*`, `?`, `[...]`) or an elision
-# an example name (`envs/my_env.py`) or a part in capitals (`experiments/conf/GROUP/`)
+# a placeholder (`<run>/...`, `{name}`, `$OUT`), a glob (`*`, `?`, `[...]`), an elision, an example
+# name (`envs/my_env.py`) or a path part in capitals (`experiments/conf/GROUP/`)
 PLACEHOLDER = re.compile(r"[<>{}*?\[\]$]|\.\.\.|…|(^|[/_])my_|(^|/)[A-Z_]+(/|$)")
 FENCE = re.compile(r"^\s*```.*?^\s*```", re.S | re.M)
 SPAN = re.compile(r"`([^`\n]+)`")
@@ -128,7 +143,7 @@ def looks_like_a_path(word: str) -> bool:
     """A repository path: it starts with a top-level folder or file of the repository, or it ends
     in .py, .md or .yaml."""
     first = word.split("/", 1)[0]
-    return first in TOP_LEVEL and (first == word or word.startswith(first + "/")) or word.endswith(PATH_SUFFIXES)
+    return first in TOP_LEVEL or word.endswith(PATH_SUFFIXES)
 
 
 # files that a run, a report or a benchmark writes; the pages name them, the repository has none
