@@ -35,6 +35,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from envs import TrajectoryStore, collect
+from experiments.run_layout import saved_model_dir
 from experiments.saved_run import RUN_CONFIG, SavedRunError, find_saved_run, load_policy
 from imagination.bias import return_after
 from imagination.branching import sample_branch_points
@@ -89,9 +90,11 @@ def run_problem(run_dir: Path) -> str | None:
         find_saved_run(run_dir)
     except SavedRunError as error:
         return str(error)
-    for name, what in (("world_model", "a saved world model (only model-based runs have one)"),
-                       ("trajectories", "a trajectory store")):
-        if not (run_dir / name).is_dir():
+    world_model = saved_model_dir(run_dir, "world_model")
+    for folder, what in ((world_model, "a saved world model (only model-based runs have one)"),
+                         (run_dir / "trajectories", "a trajectory store")):
+        if not folder.is_dir():
+            name = folder.relative_to(run_dir).as_posix()
             return f"no {name}/ folder: not a finished model-based run folder, which holds {what}"
     return None
 
@@ -102,7 +105,7 @@ def measure_run(run_dir: Path, *, branches: int, rollouts: int, seed: int) -> Ga
     run_config = OmegaConf.load(run_dir / RUN_CONFIG)
     imagination = ImaginationConfig(**OmegaConf.to_container(run_config.imagination, resolve=True))
     policy = load_policy(saved, greedy=False, seed=seed)  # sampling at the run's temperature, as in training
-    world_model = load_world_model(run_dir / "world_model").eval()
+    world_model = load_world_model(saved_model_dir(run_dir, "world_model")).eval()
     recent = TrajectoryStore(run_dir / "trajectories").newest(imagination.recent_trajectories, source="real")
     points = sample_branch_points(recent, branches, start_share=imagination.start_share, rng=random.Random(seed))
     env_name, env_kwargs = saved.env.name, saved.env_kwargs

@@ -111,7 +111,7 @@ class TrainerConfig:
     """Fabric precision, e.g. bf16-mixed on GPUs; a mixed precision needs ``algo.ppo.old_logp=recompute``
     (sampling runs outside the learner's autocast, so its log-probs are not the learner's)."""
     checkpoint_every: int = 0
-    """Iterations between checkpoints in ``checkpoints/iteration_N/`` (0: none, only the final ``policy/``).
+    """Iterations between checkpoints in ``checkpoints/iteration_N/`` (0: none, only the final ``models/policy/``).
     Each holds everything ``resume=RUN_DIR`` needs to continue the run exactly (the newest two are
     kept), and is also a policy folder ``experiments.evaluate`` can play."""
     transcripts_every: int = 10

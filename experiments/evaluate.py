@@ -4,9 +4,9 @@
     python -m experiments.evaluate RUN/checkpoints/iteration_00020 --episodes 500
     python -m experiments.evaluate path/to/hf_model --config RUN/config.yaml --device cuda
 
-DIR is a run folder written by ``experiments.train`` (its final ``policy/`` is played) or a policy
-folder (``RUN/policy``, ``RUN/checkpoints/iteration_N``, or any local Hugging Face model folder with
-``--config``). The env, its options, the turn cap and the prompt settings come from the run's
+DIR is a run folder written by ``experiments.train`` (its final ``models/policy/`` is played, or an
+older run's ``policy/``) or a policy folder (``RUN/models/policy``, ``RUN/checkpoints/iteration_N``, or
+any local Hugging Face model folder with ``--config``). The env, its options, the turn cap and the prompt settings come from the run's
 ``config.yaml``. Actions are decoded greedily (the most likely token each step) unless ``--sample``.
 
 The episodes' env seeds are held out: they come from the evaluation range of ``envs.splits``, which

@@ -9,7 +9,7 @@ collect one episode per seed (``data.expert_fraction`` of them by ``ExpertAgent`
 score the fresh model on the validation episodes, fit it with Lightning
 (``world_model.lightning_module.fit_world_model``), score it again. Everything lands in Hydra's run
 directory: ``config.yaml`` (resolved), ``tensorboard/``, ``checkpoints/last.ckpt``, the model
-(``world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer),
+(``models/world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer),
 ``summary.json`` with the held-out losses before and after the fit, and a ``done`` or ``failed`` marker.
 """
 
@@ -27,6 +27,7 @@ from envs.splits import split_seeds
 from envs.strict_json import strict_dumps
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
 from experiments.markers import run_job
+from experiments.run_layout import model_dir
 from experiments.world_model_builder import build_world_model
 from world_model.fitting import fit_any
 
@@ -90,7 +91,7 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
 
     # 3. Fit, scoring held-out episodes before and after.
     metrics = fit_any(train, val, model, **run.fit.keywords(), seed=derive_seed(run.seed, "wm-shuffle"), log_dir=run_dir)
-    model.save_pretrained(run_dir / "world_model")
+    model.save_pretrained(model_dir(run_dir, "world_model"))
 
     def parts(prefix: str) -> dict[str, float]:
         return {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}

@@ -19,7 +19,8 @@ the success rates are printed with standard errors, plus the paired difference. 
 the world-model-only ranking (gamma 0) is played too, to show what the critic adds.
 
 ``--fit`` (or no folders given) first fits both models on train-split seeds and saves them with
-``save_pretrained`` under ``--out`` (``world_model/`` and ``critic/``), then loads them back:
+``save_pretrained`` under ``--out`` (``models/world_model/`` and ``models/critic/``: no folder named like a
+package where Python may be started), then loads them back:
 
 - the world model (``fit_world_model``) on ``--train-episodes`` episodes of the agent mix of
   ``envs.mixed_agents`` (random, expert, noisy expert), for coverage;
@@ -54,6 +55,7 @@ from envs.mixed_agents import NoisyExpertAgent, collect_mix
 from envs.splits import split_seeds
 from envs.strict_json import strict_dumps
 from envs.trajectory import Trajectory
+from experiments.run_layout import model_dir
 from world_model import WorldModel, WorldModelConfig
 from world_model.lightning_module import fit_world_model
 from world_model.loading import load_world_model
@@ -218,7 +220,7 @@ def fit_and_save(
                              steps=critic_steps, batch_size=64, lr=1e-3, seed=seed)
     log(f"critic: {len(critic_data)} noisy-expert episodes, {critic_steps} steps in {time.monotonic() - start:.0f} s, "
         f"last-100 mean loss {sum(losses[-100:]) / len(losses[-100:]):.4f}")
-    wm_dir, critic_dir = out / "world_model", out / "critic"
+    wm_dir, critic_dir = model_dir(out, "world_model"), model_dir(out, "critic")
     world_model.save_pretrained(wm_dir)
     critic.save_pretrained(critic_dir)
     (out / "reuse.json").write_text(strict_dumps({"env": env, "env_kwargs": kwargs, "gamma": gamma}, indent=2))

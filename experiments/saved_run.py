@@ -1,12 +1,14 @@
 """Find what a training run saved and rebuild its policy: no training code, nothing unpickled.
 
 ``experiments/train.py`` leaves in its run folder the resolved ``config.yaml`` and the final policy
-in ``policy/`` (with ``trainer.checkpoint_every``, earlier ones in ``checkpoints/iteration_N/``). A
-policy folder is a Hugging Face model directory: ``config.json``, safetensors weights, tokenizer.
+in ``models/policy/`` (``policy/`` in runs saved before; with ``trainer.checkpoint_every``, earlier
+ones in ``checkpoints/iteration_N/``). A policy folder is a Hugging Face model directory:
+``config.json``, safetensors weights, tokenizer.
 
-``find_saved_run`` accepts either a run folder (its ``policy/`` is used) or a policy folder, whose
-run config is the ``config.yaml`` in it or in one of the two folders above it (``RUN/policy``,
-``RUN/checkpoints/iteration_N``), unless a config file is given. Anything else is refused with one
+``find_saved_run`` accepts either a run folder (its ``models/policy/``, or an older run's ``policy/``,
+is used) or a policy folder, whose run config is the ``config.yaml`` in it or in one of the two
+folders above it (``RUN/models/policy``, ``RUN/policy``, ``RUN/checkpoints/iteration_N``), unless a
+config file is given. Anything else is refused with one
 ``SavedRunError`` that says what the folder lacks.
 """
 
@@ -22,12 +24,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from envs.registry import make
 from experiments.config import EnvConfig, TrainerConfig
+from experiments.run_layout import model_dir, saved_model_dir
 from policy.config import PolicyConfig
 from policy.lm_policy import LMPolicy
 from policy.model import load_local_pretrained
 
 RUN_CONFIG = "config.yaml"
-POLICY_DIR = "policy"
+POLICY_DIR = str(model_dir("", "policy"))  # in messages: where a run folder holds its policy
 MODEL_FILES = ("config.json", "tokenizer_config.json")  # what a saved model-and-tokenizer folder holds
 CONFIG_SEARCH_DEPTH = 2  # folders above a policy folder searched for its run's config.yaml
 
@@ -62,7 +65,7 @@ def find_saved_run(folder: str | Path, config: str | Path | None = None) -> Save
     if _is_policy_dir(folder):
         policy_dir = folder
     elif (folder / RUN_CONFIG).is_file():
-        policy_dir = folder / POLICY_DIR
+        policy_dir = saved_model_dir(folder, "policy")
         if not _is_policy_dir(policy_dir):
             checkpoints = sorted((folder / "checkpoints").glob("iteration_*"))
             hint = f"; evaluate a checkpoint instead, e.g. {checkpoints[-1]}" if checkpoints else ""

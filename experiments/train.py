@@ -48,6 +48,7 @@ from experiments.policy_update import clipped_update
 from experiments.real_collection import collect_real, rollout_metrics
 from experiments.resume import resume_config
 from experiments.run_checkpoint import restore_parts, save_run_checkpoint
+from experiments.run_layout import model_dir
 from experiments.world_model_step import model_based_step
 from imagination.imagine import ImaginedGroups
 from imagination.metrics import format_imagination_summary, imagination_summary
@@ -228,11 +229,11 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
     run, history = parts.run, progress.history
     parts.logger.close()
     if parts.rank0:
-        save_policy(parts.policy, parts.run_dir / "policy")
+        save_policy(parts.policy, model_dir(parts.run_dir, "policy"))  # under models/ (experiments/run_layout.py)
         if parts.critic is not None:  # safetensors + config.json, loadable without the training stack
-            parts.critic.save_pretrained(parts.run_dir / "critic")
+            parts.critic.save_pretrained(model_dir(parts.run_dir, "critic"))
         if parts.world_model is not None:
-            parts.world_model.save_pretrained(parts.run_dir / "world_model")
+            parts.world_model.save_pretrained(model_dir(parts.run_dir, "world_model"))
     summary = {
         "env": run.env.name, "algo": run.algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
         "real_env_steps": progress.real_env_steps, "warm_start_env_steps": progress.warm_start_env_steps,

@@ -68,7 +68,7 @@ def test_report_labels_of_the_two_world_models_differ_only_in_the_model():
 
     latent, lm = labelled("mb_grpo_r0.9"), labelled("mb_grpo_r0.9_lm")
     assert lm == {**latent, "world_model": "lm"}
-    assert configuration_labels([latent, lm]) == ["defaults", "world_model=lm"]
+    assert configuration_labels([latent, lm]) == ["world_model=small", "world_model=lm"]
 
 
 def by_hand(run) -> tuple[float, float]:

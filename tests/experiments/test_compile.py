@@ -99,7 +99,7 @@ def test_train_with_compile_runs_the_compiled_update_and_saves_plain_keys(tmp_pa
     assert counters["frames"]["ok"] > 0, "the learner never ran the compiled module"
 
     expected = set(model.state_dict())  # the eager policy's keys
-    saved = set(load_file(run_dir / "policy" / "model.safetensors"))
+    saved = set(load_file(run_dir / "models" / "policy" / "model.safetensors"))
     assert saved <= expected and not [k for k in saved if PREFIX in k]  # (tied embeddings save once)
     checkpoint = load_checkpoint(list_checkpoints(run_dir / "checkpoints")[-1])
     assert set(checkpoint.state["learner"]["policy"]) == expected

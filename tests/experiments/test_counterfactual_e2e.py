@@ -46,4 +46,4 @@ def test_counterfactual_gigpo_runs_with_siblings_in_the_gradient(tmp_path):
         assert record["counterfactual/fallback_share"] == 0.0
         assert 0.0 <= record["counterfactual/nonzero_step_share"] <= 1.0
         assert record["counterfactual/critic_loss"] >= 0.0
-    assert (tmp_path / "world_model" / "model.safetensors").exists()
+    assert (tmp_path / "models" / "world_model" / "model.safetensors").exists()

@@ -89,7 +89,7 @@ CASES = {
     "grpo_small_minibatches": ["algo=grpo", "algo.ppo.minibatch_size=4"],
 }
 TIMING = ("time/", "charts/elapsed_s")
-WEIGHTS = ("policy/model.safetensors", "critic/model.safetensors", "world_model/model.safetensors")
+WEIGHTS = ("models/policy/model.safetensors", "models/critic/model.safetensors", "models/world_model/model.safetensors")
 
 
 def comparable(run_dir: Path) -> list[dict]:
@@ -110,7 +110,7 @@ def crash_after_logging_the_last_iteration(source: Path, target: Path) -> None:
     iteration's metrics line and store append are there; its checkpoint, the final models and the
     markers are not."""
     shutil.copytree(source, target)
-    for name in ("done", "summary.json", "policy", "critic", "world_model", "checkpoints/iteration_00002"):
+    for name in ("done", "summary.json", "models", "checkpoints/iteration_00002"):
         path = target / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -128,9 +128,9 @@ def test_same_seed_same_run_and_exact_resume(tmp_path, case):
     assert len(first) == 3 and first == comparable(plain)
     assert any(r.get("losses/grad_norm", 0.0) > 0 for r in first[1:]), "no update moved the weights"
     saved = same_weights(checkpointed, plain)
-    assert "policy/model.safetensors" in saved
+    assert "models/policy/model.safetensors" in saved
     if case.startswith("model_based"):
-        assert "world_model/model.safetensors" in saved
+        assert "models/world_model/model.safetensors" in saved
         assert sum(r["imagination/imagined_groups"] for r in first[1:]) > 0
 
     crash_after_logging_the_last_iteration(checkpointed, resumed)

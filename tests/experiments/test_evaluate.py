@@ -35,7 +35,7 @@ POLICY = {
 }
 
 
-def save_tiny_run(folder: Path, *, seed: int = 3, eval_episodes: int = 6, policy_dir: str = "policy") -> Path:
+def save_tiny_run(folder: Path, *, seed: int = 3, eval_episodes: int = 6, policy_dir: str = "models/policy") -> Path:
     """A run folder as experiments/train.py leaves it (config.yaml, a saved policy), untrained."""
     folder.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(
@@ -129,12 +129,13 @@ def test_a_transcript_marks_invalid_actions():
 # --- finding and loading a saved run ----------------------------------------------------------------
 
 
-def test_a_run_folder_a_policy_folder_and_a_checkpoint_all_resolve_to_the_run_settings(tmp_path):
-    run = save_tiny_run(tmp_path / "run", policy_dir="policy")
+@pytest.mark.parametrize("saved_at", ["models/policy", "policy"])  # this layout, and runs saved before it
+def test_a_run_folder_a_policy_folder_and_a_checkpoint_all_resolve_to_the_run_settings(tmp_path, saved_at):
+    run = save_tiny_run(tmp_path / "run", policy_dir=saved_at)
     save_tiny_run(tmp_path / "run", policy_dir="checkpoints/iteration_00002")
     for folder, policy_dir in [
-        (run, run / "policy"),
-        (run / "policy", run / "policy"),
+        (run, run / saved_at),
+        (run / saved_at, run / saved_at),
         (run / "checkpoints/iteration_00002", run / "checkpoints/iteration_00002"),
     ]:
         saved = find_saved_run(folder)
@@ -166,7 +167,7 @@ def test_greedy_play_ignores_the_sampling_seed_and_sampling_does_not(tmp_path):
     "make_folder, message",
     [
         (lambda p: p / "missing", "is not a folder"),
-        (lambda p: p, "is not a run folder (config.yaml and policy/) nor a policy folder"),
+        (lambda p: p, "is not a run folder (config.yaml and models/policy/) nor a policy folder"),
         (lambda p: (p / "config.yaml").write_text("seed: 0\n") and p, "run folder without a saved policy"),
     ],
 )
@@ -180,13 +181,13 @@ def test_a_lone_policy_folder_needs_a_config(tmp_path):
     save_tiny_run(tmp_path / "other")
     (tmp_path / "other" / "config.yaml").unlink()
     with pytest.raises(SavedRunError, match="pass --config"):
-        find_saved_run(tmp_path / "other" / "policy")
-    assert find_saved_run(tmp_path / "other" / "policy", config=run / "config.yaml").seed == 3
+        find_saved_run(tmp_path / "other" / "models" / "policy")
+    assert find_saved_run(tmp_path / "other" / "models" / "policy", config=run / "config.yaml").seed == 3
 
 
 def test_damaged_files_give_one_clear_error(tmp_path):
     run = save_tiny_run(tmp_path / "run")
-    weights = run / "policy" / "model.safetensors"
+    weights = run / "models" / "policy" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:500])
     with pytest.raises(SavedRunError, match="cannot load the saved policy"):
         load_policy(find_saved_run(run))

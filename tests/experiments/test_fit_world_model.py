@@ -54,7 +54,7 @@ def test_tiny_fit_writes_model_summary_and_done(tmp_path):
     for key in ("val_before", "val_after", "train_after"):
         assert all(math.isfinite(v) for v in summary[key].values()), key
     assert summary["val_after"]["loss"] < summary["val_before"]["loss"]
-    model = WorldModel.from_pretrained(run_dir / "world_model")
+    model = WorldModel.from_pretrained(run_dir / "models" / "world_model")
     assert model.config.num_members == 2
     train = TrajectoryStore(run_dir / "trajectories" / "train").load()
     val = TrajectoryStore(run_dir / "trajectories" / "val").load()

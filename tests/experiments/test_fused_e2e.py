@@ -39,5 +39,5 @@ def test_fused_runs_end_to_end_with_both_critics(tmp_path):
             ):
                 assert finite(record.get(key)), (name, key, record)
         assert 0.0 <= records[-1]["eval/success_rate"] <= 1.0
-        assert (run_dir / "critic").is_dir() and (run_dir / "policy").is_dir()
+        assert (run_dir / "models" / "critic").is_dir() and (run_dir / "models" / "policy").is_dir()
     assert OmegaConf.load(tmp_path / "token_evpo" / "config.yaml").algo.fused.group == "gigpo"

@@ -12,8 +12,8 @@ from world_model import WorldModel
 
 pytestmark = pytest.mark.slow
 
-SMALL_WORLD_MODEL = [
-    "world_model.latent_size=16", "world_model.num_members=2", "world_model.encoder.embed_size=16",
+SMALL_WORLD_MODEL = [  # the default latent model shrunk (not the env presets' world_model=small)
+    "world_model=default", "world_model.latent_size=16", "world_model.num_members=2", "world_model.encoder.embed_size=16",
     "world_model.encoder.feature_size=16", "world_model.decoder.model_size=16", "world_model.decoder.num_heads=2",
     "world_model.decoder.num_layers=1", "imagination.first_fit_steps=3", "imagination.fit_steps=2",
 ]
@@ -57,7 +57,7 @@ def test_imagined_share_follows_the_ratio_and_the_world_model_is_saved(tmp_path)
               for r in records]
     assert all(every <= charged for charged in phases)
     assert {"wm_fit", "eval"} <= phases[0]
-    model = WorldModel.from_pretrained(run_dir / "world_model")
+    model = WorldModel.from_pretrained(run_dir / "models" / "world_model")
     assert model.config.num_members == 2
 
 
@@ -73,12 +73,12 @@ def test_ratio_zero_and_a_closed_gate_reproduce_the_model_free_run(tmp_path):
     for result in results.values():
         assert_ok(result)
     reference = comparable(read_records(tmp_path / "model_free"))
-    weights = load_file(str(tmp_path / "model_free" / "policy" / "model.safetensors"))
+    weights = load_file(str(tmp_path / "model_free" / "models" / "policy" / "model.safetensors"))
     for name in ("ratio_zero", "gate_closed"):
         assert comparable(read_records(tmp_path / name)) == reference, name
-        other = load_file(str(tmp_path / name / "policy" / "model.safetensors"))
+        other = load_file(str(tmp_path / name / "models" / "policy" / "model.safetensors"))
         assert all((weights[k] == other[k]).all() for k in weights), name
-    assert not (tmp_path / "ratio_zero" / "world_model").exists()  # nothing model-based was built
+    assert not (tmp_path / "ratio_zero" / "models" / "world_model").exists()  # nothing model-based was built
     gate_closed = read_records(tmp_path / "gate_closed")[1:]
     assert all(r["imagination/gate_open"] == 0.0 and r["imagination/imagined_groups"] == 0.0 for r in gate_closed)
     assert all(r["wm/one_step_transitions"] > 0 for r in gate_closed)  # the gate was scored every iteration

@@ -27,5 +27,5 @@ def test_the_loop_runs_with_the_lm_world_model(tmp_path):
     assert [r["imagination/imagined_groups"] for r in records] == [2.0, 2.0]
     assert all(r["charts/imagined_env_steps"] > 0 for r in records)
     assert all("wm/one_step_exact_match" in r for r in records)
-    model = load_world_model(run_dir / "world_model")
+    model = load_world_model(run_dir / "models" / "world_model")
     assert isinstance(model, LMWorldModel) and model.config.num_members == 2

@@ -35,7 +35,7 @@ EXPECTED_ENTRIES = {
     "metrics.jsonl",
     "tensorboard",
     "trajectories",
-    "policy",
+    "models",
     "summary.json",
 }
 
@@ -78,7 +78,7 @@ def test_two_processes_keep_identical_policies_and_only_rank0_writes(tmp_path):
     assert [line.split()[0] for line in lines[0]] == ["1", "2"]  # one line per iteration's update
     hashes = [line.split()[1] for line in lines[0]]
     assert hashes[0] != hashes[1]
-    saved, _ = load_local_pretrained(run_dir / "policy")
+    saved, _ = load_local_pretrained(run_dir / "models" / "policy")
     assert weights_hash(saved) == hashes[-1]  # rank 0 saved the weights both ranks hold
 
     # One writer: one record per iteration, one event file, every stored episode once (unique ids).
@@ -108,7 +108,7 @@ def test_model_based_run_splits_imagination_and_shares_the_world_model(tmp_path)
     assert lines[0] == lines[1] and len(lines[0]) == 2
     records = read_records(run_dir)[1:]
     assert [r["imagination/imagined_groups"] for r in records] == [2.0, 2.0]  # both ranks' groups, gathered
-    assert (run_dir / "world_model" / "config.json").is_file()
+    assert (run_dir / "models" / "world_model" / "config.json").is_file()
     stored = TrajectoryStore(run_dir / "trajectories").load()
     assert all(t.source == "real" for t in stored)
     assert len({t.trajectory_id for t in stored}) == len(stored)

@@ -148,8 +148,9 @@ def test_ablate_controls_base_has_every_control_off():
     assert base.enabled
 
 
-LATENT_TUNED = {"ablate_controls", "ablate_ratio", "frozen_lake", "model_based", "quick", "sokoban"}
-"""The presets that set the latent world model's own keys (its sizes, the decoder's copy path)."""
+LATENT_TUNED = {"frozen_lake", "sokoban"}
+"""The presets that set the latent world model's own keys (the decoder's copy path); the others choose
+their sizes through the world_model group (world_model=small), which world_model=lm replaces."""
 
 
 @pytest.mark.parametrize("preset", presets())
@@ -161,3 +162,52 @@ def test_a_preset_with_the_lm_world_model_composes_or_is_refused_naming_a_latent
     with pytest.raises(ValueError, match=r"world_model\.(latent_size|decoder\.\w+) is read only by the latent "
                                          r"world model; world_model\.name=lm does not use it"):
         validate(compose_train(overrides))
+
+
+# --- each env preset's prompt limit holds its env's longest prompt -------------------------------------
+# The presets named after an env (and the variants of one), with the episodes their prompts are measured on.
+ENV_PRESETS = [*ENVS, "learning_check", "hidden_number_10"]
+PROMPT_EPISODES = 6
+
+
+def longest_prompt(run) -> int:
+    """Tokens of the longest prompt (BOS included) the policy is shown over random full-length episodes of
+    the preset's env, rendered and tokenized as the policy does (its window, its env tokenizer)."""
+    from envs import RandomAgent, collect, make
+    from policy.env_tokenizer import env_tokenizer
+    from policy.render import render_prompt
+
+    kwargs = dict(run.env.kwargs)
+    tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, kwargs, make(run.env.name, **kwargs).vocabulary())
+    episodes = collect(RandomAgent(0), run.env.name, group_size=1, group_seeds=list(range(PROMPT_EPISODES)),
+                       env_kwargs=kwargs, max_turns=run.trainer.max_turns, progress=False)
+    prompts = [render_prompt(tokenizer, t.turns[:k], t.turns[k].observation, run.policy.history_window)
+               for t in episodes for k in range(len(t.turns))]
+    return 1 + max(len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"])
+
+
+@pytest.mark.parametrize("preset", ENV_PRESETS)
+def test_an_env_presets_prompt_limit_holds_its_longest_prompt_with_the_longest_actions(preset):
+    """A cut prompt loses its start (the task's rules), so the limit holds the longest prompt of random
+    episodes with room for every action in the history window to be as long as an action may be."""
+    from envs.registry import unavailable
+
+    run = validate(compose_train([f"experiment={preset}"]))
+    if unavailable(run.env.name) is not None:
+        pytest.skip(unavailable(run.env.name))
+    room = run.policy.history_window * run.policy.max_action_tokens
+    assert longest_prompt(run) + room <= run.policy.max_prompt_tokens
+
+
+@pytest.mark.parametrize("preset", ENV_PRESETS)
+def test_an_env_preset_fits_the_small_world_model_unless_the_command_line_says_otherwise(preset):
+    """world_model=small's sizes, written out by hand (conf/world_model/small.yaml), and the default's
+    on the command line."""
+    model = validate(compose_train([f"experiment={preset}", "imagination=dyna"])).world_model
+    decoder = model.decoder
+    assert (model.name, model.latent_size, model.num_members) == ("latent", 64, 3)
+    assert (decoder.model_size, decoder.num_layers, decoder.num_heads, decoder.latent_slots) == (32, 1, 2, 4)
+    assert (model.encoder.embed_size, model.encoder.feature_size, model.encoder.conv_layers) == (64, 128, 2)
+    default = validate(compose_train([f"experiment={preset}", "imagination=dyna", "world_model=default"])).world_model
+    assert (default.latent_size, default.num_members, default.decoder.model_size) == (128, 5, 64)
+    assert default.max_observation_words == model.max_observation_words  # the preset's word caps stay

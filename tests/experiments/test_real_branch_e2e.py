@@ -33,4 +33,4 @@ def test_real_branch_gigpo_puts_every_oracle_step_on_the_real_step_axis(tmp_path
         previous = record["charts/real_env_steps"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["real_env_steps"] == previous
-    assert not (tmp_path / "world_model").exists()  # the oracle builds no world model
+    assert not (tmp_path / "models" / "world_model").exists()  # the oracle builds no world model

@@ -35,6 +35,7 @@ from safetensors.torch import load_file
 from envs import TrajectoryStore
 from experiments.checkpoint import KILL_BEFORE_PUBLISH_ENV
 from tests.experiments.in_process import train_in_process
+from tests.experiments.test_determinism import WEIGHTS
 from tests.experiments.test_imagination_e2e import SMALL_WORLD_MODEL
 from tests.experiments.test_train_e2e import TINY, assert_ok, finish, read_records, start_train
 
@@ -86,7 +87,7 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
     records = comparable(resumed)
     assert [r["iteration"] for r in records] == list(range(ITERATIONS + 1))
     assert records == comparable(reference)
-    for name in ("policy/model.safetensors", "critic/model.safetensors", "world_model/model.safetensors"):
+    for name in WEIGHTS:
         if (reference / name).exists():
             a, b = load_file(str(resumed / name)), load_file(str(reference / name))
             assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name

@@ -137,12 +137,12 @@ def test_tiny_fit_save_load_and_evaluate_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("config.json", "model.safetensors"):
-        assert (out / "critic" / name).is_file() and (out / "world_model" / name).is_file()
+        assert (out / "models" / "critic" / name).is_file() and (out / "models" / "world_model" / name).is_file()
     lines = proc.stdout.splitlines()
     assert any(line.startswith("first ") for line in lines) and any(line.startswith("lookahead ") for line in lines)
     assert "lookahead - first:" in proc.stdout
 
     # The saved folders load back through the public API alone (no --fit).
-    scores = reuse.main(["--critic", str(out / "critic"), "--world-model", str(out / "world_model"),
+    scores = reuse.main(["--critic", str(out / "models" / "critic"), "--world-model", str(out / "models" / "world_model"),
                          "--episodes", "3", "--candidates", "2", "--samples", "1"])
     assert [s.agent for s in scores] == ["first", "lookahead"] and all(len(s.successes) == 3 for s in scores)

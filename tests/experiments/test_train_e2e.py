@@ -112,7 +112,7 @@ def check_run_dir(run_dir: Path, algo: str) -> list[dict]:
 
     events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert events and all(e.stat().st_size > 0 for e in events)
-    policy_dir = run_dir / "policy"
+    policy_dir = run_dir / "models" / "policy"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         assert (policy_dir / name).is_file(), name
     assert json.loads((policy_dir / "config.json").read_text())["hidden_size"] == 32
@@ -165,7 +165,7 @@ def parameter_change(run_dir: Path) -> tuple[float, float]:
     init_seed = derive_seed(cfg.seed, "policy-init")
     init = build_tiny_lm(policy_cfg, tokenizer, seed=init_seed).state_dict()
     other = build_tiny_lm(policy_cfg, tokenizer, seed=init_seed + 1).state_dict()
-    saved = load_file(str(run_dir / "policy" / "model.safetensors"))
+    saved = load_file(str(run_dir / "models" / "policy" / "model.safetensors"))
     assert saved and set(saved) <= set(init), sorted(set(saved) - set(init))
     moved = spread = 0.0
     for name, tensor in saved.items():
@@ -197,7 +197,7 @@ def test_train_run_end_to_end(tmp_path, algo):
     if algo == "ppo_turn":  # the trained critic is saved next to the policy, reloadable on its own
         from critic import TokenCritic
 
-        assert isinstance(TokenCritic.from_pretrained(run_dir / "critic"), TokenCritic)
+        assert isinstance(TokenCritic.from_pretrained(run_dir / "models" / "critic"), TokenCritic)
     if algo == "ppo_turn":  # a critic's advantages are non-zero even when every reward is 0
         assert all(r["losses/grad_norm"] > 0 for r in records[1:])
     # Expert demonstrations are counted apart from the RL x-axis: 16 episodes of 1 .. 6 turns, or none.
@@ -236,7 +236,7 @@ def test_same_seed_gives_identical_metrics_and_weights(tmp_path):
     assert any(k.startswith("time/") for k in read_records(dirs[0])[1])  # the keys left out do exist
     # The comparison has substance: values that depend on every weight and rollout.
     assert all(r["losses/value_loss"] > 0 and r["losses/entropy"] > 0 for r in a[1:])
-    wa, wb = (load_file(str(d / "policy" / "model.safetensors")) for d in dirs)
+    wa, wb = (load_file(str(d / "models" / "policy" / "model.safetensors")) for d in dirs)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
@@ -272,7 +272,7 @@ def test_evaluating_more_often_does_not_change_training(tmp_path):
     assert len(every) == 4 and every == end
     assert sum("eval/success_rate" in r for r in read_records(dirs[0])) == 4
     assert sum("eval/success_rate" in r for r in read_records(dirs[1])) == 2
-    wa, wb = (load_file(str(d / "policy" / "model.safetensors")) for d in dirs)
+    wa, wb = (load_file(str(d / "models" / "policy" / "model.safetensors")) for d in dirs)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
@@ -312,6 +312,6 @@ def test_ppo_turn_with_the_latent_critic(tmp_path):
         assert finite(record["losses/value_loss"]) and record["losses/value_grad_norm"] > 0, record
     from critic import LatentCritic
 
-    saved = LatentCritic.from_pretrained(run_dir / "critic")  # reusable outside the run
+    saved = LatentCritic.from_pretrained(run_dir / "models" / "critic")  # reusable outside the run
     history = [{"role": "user", "content": "guess a number"}]
     assert saved.value([history]).shape == (1,)

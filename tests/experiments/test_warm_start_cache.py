@@ -105,4 +105,4 @@ def test_a_run_that_loads_its_warm_start_is_the_run_that_clones(tmp_path, monkey
     reference = comparable(tmp_path / "plain")
     assert comparable(tmp_path / "first") == reference and comparable(tmp_path / "loaded") == reference
     assert any(r.get("losses/grad_norm", 0.0) > 0 for r in reference[1:]), "no update moved the weights"
-    assert "policy/model.safetensors" in same_weights(tmp_path / "plain", tmp_path / "loaded")
+    assert "models/policy/model.safetensors" in same_weights(tmp_path / "plain", tmp_path / "loaded")

@@ -344,7 +344,7 @@ def test_the_docs_loop_runs_in_the_dream_and_the_real_env(folders, capsys):
     page = (ROOT / "docs" / "dream_gym.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
     assert len(blocks) == 1
-    line = 'WORLD_MODEL = "outputs/world_model"  # a saved world model\'s folder'
+    line = 'WORLD_MODEL = "outputs/models/world_model"  # a saved world model\'s folder'
     assert line in blocks[0]
     exec(blocks[0].replace(line, f"WORLD_MODEL = {folders['hidden_number']!r}"), {"__name__": "doc_example"})
     printed = capsys.readouterr().out.splitlines()
