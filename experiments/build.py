@@ -34,6 +34,7 @@ from experiments.warm_start_cache import load_check_steps, load_warm_start, save
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
+from policy.chat_preamble import chat_preamble
 from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOLearner
@@ -79,7 +80,11 @@ def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolic
     file or a packaged model: ``policy.model_source``); each
     process (``rank``) samples from its own stream."""
     adapters = None  # policy.lora: the PeftModel whose adapters the policy's model carries
+    preamble = {}  # a chat prompt's system message and few-shot turns (a pretrained policy's chat template)
     if run.policy.pretrained:
+        preamble = chat_preamble(run.env.name, dict(run.env.kwargs), system_prompt=run.policy.system_prompt,
+                                 few_shot=run.policy.few_shot, seed=derive_seed(run.seed, "few-shot"),
+                                 max_turns=run.trainer.max_turns)
         model, tokenizer = load_pretrained(run.policy.pretrained, run.policy.model_cache_dir)
         if run.policy.lora.rank > 0:
             adapters = add_lora(model, run.policy.lora, seed=derive_seed(run.seed, "lora-init"))
@@ -88,7 +93,7 @@ def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolic
         tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, dict(run.env.kwargs), vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
     return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank),
-                    adapters=adapters)
+                    adapters=adapters, **preamble)
 
 
 def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
@@ -181,6 +186,15 @@ class WarmStart:
 
     experts: list[Trajectory]
     check_steps: int | None
+
+
+def warm_start_skipped(run: Resolved, resuming: bool) -> str | None:
+    """Why this run has no warm start (for the log), or None when it clones."""
+    if resuming:
+        return "resuming: the checkpoint holds the policy"
+    if not run.trainer.warm_start.enabled:
+        return "trainer.warm_start.enabled=false"
+    return None
 
 
 def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> WarmStart:

@@ -44,6 +44,7 @@ from experiments.build import (
     fit_on_experts,
     task_seeds,
     warm_start,
+    warm_start_skipped,
 )
 from experiments.checkpoint import Checkpoint, save_checkpoint
 from experiments.config import Resolved, register_configs, validate
@@ -144,8 +145,10 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
     world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary())
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
     warm = WarmStart(experts=[], check_steps=0)  # no warm start: no env steps (a resume restores its own)
-    if trainer.warm_start.enabled and not run.policy.pretrained and checkpoint is None:
+    if (skipped := warm_start_skipped(run, resuming=checkpoint is not None)) is None:
         warm = warm_start(run, env_kwargs, policy, progress=trainer.progress and rank0)  # 1.
+    else:
+        log.info(f"warm start skipped: {skipped}")
     learner, ref_model = build_learner(fabric, run, policy, critic)
     parts = RunParts(fabric, run, run_dir, env_kwargs, policy, critic, learner, ref_model, world_model,
                      counterfactual, store, logger, eval_seeds)
