@@ -34,7 +34,7 @@ from experiments.warm_start_cache import load_check_steps, load_warm_start, save
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
-from policy.chat_preamble import chat_preamble
+from policy.chat_preamble import run_preamble
 from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOLearner
@@ -80,11 +80,10 @@ def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolic
     file or a packaged model: ``policy.model_source``); each
     process (``rank``) samples from its own stream."""
     adapters = None  # policy.lora: the PeftModel whose adapters the policy's model carries
-    preamble = {}  # a chat prompt's system message and few-shot turns (a pretrained policy's chat template)
+    # a pretrained policy's chat prompt opens with a system message and few-shot turns
+    preamble = run_preamble(run.env.name, dict(run.env.kwargs), run.policy, run_seed=run.seed,
+                            max_turns=run.trainer.max_turns)
     if run.policy.pretrained:
-        preamble = chat_preamble(run.env.name, dict(run.env.kwargs), system_prompt=run.policy.system_prompt,
-                                 few_shot=run.policy.few_shot, seed=derive_seed(run.seed, "few-shot"),
-                                 max_turns=run.trainer.max_turns)
         model, tokenizer = load_pretrained(run.policy.pretrained, run.policy.model_cache_dir)
         if run.policy.lora.rank > 0:
             adapters = add_lora(model, run.policy.lora, seed=derive_seed(run.seed, "lora-init"))

@@ -85,3 +85,15 @@ def chat_preamble(env_name: str, env_kwargs: dict[str, Any], *, system_prompt: s
     system = env_system_prompt(env_name, env_kwargs) if system_prompt is None else system_prompt
     episodes = few_shot_episodes(env_name, env_kwargs, few_shot, seed=seed, max_turns=max_turns)
     return {"system_prompt": system, "prior": few_shot_messages(episodes)}
+
+
+def run_preamble(env_name: str, env_kwargs: dict[str, Any], policy_config, *, run_seed: int,
+                 max_turns: int | None) -> dict[str, Any]:
+    """A run's ``chat_preamble`` from its ``policy`` section (few-shot episodes drawn from the run's seed),
+    the same for training and for evaluating the saved policy; empty for a tiny policy (no chat template)."""
+    from envs.seeding import derive_seed
+
+    if policy_config.pretrained is None:
+        return {}
+    return chat_preamble(env_name, env_kwargs, system_prompt=policy_config.system_prompt,
+                         few_shot=policy_config.few_shot, seed=derive_seed(run_seed, "few-shot"), max_turns=max_turns)

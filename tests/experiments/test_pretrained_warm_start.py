@@ -59,11 +59,30 @@ def test_cloning_moves_only_the_adapters_and_counts_the_expert_steps(tiny_folder
 
 
 def test_the_ledger_of_a_run_counts_the_pretrained_warm_start(tiny_folder, tmp_path):
-    summary = train_in_process([*WARM, *RUN, f"policy.pretrained={tiny_folder}"], tmp_path / "run")
+    overrides = [*WARM, *RUN, f"policy.pretrained={tiny_folder}"]
+    summary = train_in_process(overrides, tmp_path / "run")
     ledger = summary["ledger"]
     assert ledger["warm_start_expert_steps"] == EXPERTS and ledger["warm_start_check_steps"] == CHECK_EPISODES
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["warm_start_env_steps"] == EXPERTS
+    assert_the_saved_policy_prompts_as_it_trained(tmp_path / "run", overrides)
+
+
+def assert_the_saved_policy_prompts_as_it_trained(run_dir: Path, overrides: list[str]) -> None:
+    """Evaluating the saved run renders the env's system message it trained with; a record from before
+    ``policy.system_prompt`` existed gets the fixed message those runs had."""
+    from omegaconf import OmegaConf
+
+    from experiments.saved_run import RUN_CONFIG, find_saved_run, load_policy
+    from policy.render import SYSTEM_PROMPT
+
+    OmegaConf.save(compose_config(overrides), run_dir / RUN_CONFIG)  # what Hydra writes beside a run
+    policy = load_policy(find_saved_run(run_dir))
+    assert '"invalid action . call guess(k) with k in 1 .. 16"' in policy.system_prompt  # hidden_number's answer
+    config = run_dir / RUN_CONFIG
+    config.write_text("\n".join(line for line in config.read_text().splitlines()
+                                 if not line.strip().startswith(("system_prompt:", "few_shot:"))))
+    assert load_policy(find_saved_run(run_dir)).system_prompt == SYSTEM_PROMPT
 
 
 def test_a_run_without_a_warm_start_logs_why(tiny_folder, tmp_path, caplog):
