@@ -90,6 +90,7 @@ def main() -> None:
     for env_name, env_kwargs, prompt in tqdm(jobs, desc="zero-shot"):
         m = measure(model, tokenizer, cfg, args, env_name, env_kwargs, prompt)
         rows.append((case_label(env_name, env_kwargs), prompt, m))
+        tqdm.write(markdown_table(rows[-1:]).splitlines()[-1])  # each row as it is measured
         if m is not None and prompt != "fixed":
             systems[case_label(env_name, env_kwargs)] = m["system"]
     print(f"\n{args.model}: {args.episodes} held-out episodes per row, at most {args.max_turns} turns, "
