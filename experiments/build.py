@@ -39,6 +39,7 @@ from experiments.warm_start_cache import load_check_steps, load_warm_start, save
 from experiments.world_model_builder import build_world_model
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
+from policy.chat_preamble import run_preamble
 from policy.config import PPOConfig
 from policy.env_tokenizer import env_tokenizer
 from policy.learner import PPOLearner
@@ -97,8 +98,10 @@ def build_run(fabric: Fabric, run: Resolved, run_dir: Path) -> tuple[RunParts, W
     world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary())
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
     warm = WarmStart(experts=[], check_steps=0)  # no warm start: no env steps (a resume restores its own)
-    if trainer.warm_start.enabled and not run.policy.pretrained and checkpoint is None:
+    if (skipped := warm_start_skipped(run, resuming=checkpoint is not None)) is None:
         warm = warm_start(run, env_kwargs, policy, progress=trainer.progress and rank0)  # 1.
+    else:
+        log.info(f"warm start skipped: {skipped}")
     learner, ref_model = build_learner(fabric, run, policy, critic)
     parts = RunParts(fabric, run, run_dir, env_kwargs, policy, critic, learner, ref_model, world_model,
                      counterfactual, store, logger, eval_seeds)
@@ -110,6 +113,9 @@ def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolic
     file or a packaged model: ``policy.model_source``); each
     process (``rank``) samples from its own stream."""
     adapters = None  # policy.lora: the PeftModel whose adapters the policy's model carries
+    # a pretrained policy's chat prompt opens with a system message and few-shot turns
+    preamble = run_preamble(run.env.name, dict(run.env.kwargs), run.policy, run_seed=run.seed,
+                            max_turns=run.trainer.max_turns)
     if run.policy.pretrained:
         model, tokenizer = load_pretrained(run.policy.pretrained, run.policy.model_cache_dir)
         if run.policy.lora.rank > 0:
@@ -119,7 +125,7 @@ def build_policy(run: Resolved, vocabulary: list[str], rank: int = 0) -> LMPolic
         tokenizer = env_tokenizer(run.policy.tokenizer, run.env.name, dict(run.env.kwargs), vocabulary)
         model = build_tiny_lm(run.policy, tokenizer, seed=derive_seed(run.seed, "policy-init"))
     return LMPolicy(model, tokenizer, run.policy, seed=rank_seed(derive_seed(run.seed, "sampling"), rank),
-                    adapters=adapters)
+                    adapters=adapters, **preamble)
 
 
 def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torch.nn.Module | None:
@@ -212,6 +218,15 @@ class WarmStart:
 
     experts: list[Trajectory]
     check_steps: int | None
+
+
+def warm_start_skipped(run: Resolved, resuming: bool) -> str | None:
+    """Why this run has no warm start (for the log), or None when it clones."""
+    if resuming:
+        return "resuming: the checkpoint holds the policy"
+    if not run.trainer.warm_start.enabled:
+        return "trainer.warm_start.enabled=false"
+    return None
 
 
 def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, progress: bool) -> WarmStart:

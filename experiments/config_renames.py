@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from policy.config import LoRAConfig
+from policy.render import SYSTEM_PROMPT
 from world_model.lm.config import LMOptions
 
 RENAMED: dict[str, dict[str, tuple[str, str]]] = {
@@ -50,10 +51,12 @@ def added_keys() -> dict[str, dict[str, Any]]:
     without ``world_model.disagreement`` pooled the disagreement by its mean, so resuming it under
     today's default is reported as a difference: pass ``world_model.disagreement=mean``; one without
     ``world_model.ordinal_numbers`` had plain word embeddings; one without ``policy.lora``, ``policy.scored_logits``
-    and ``policy.model_cache_dir`` trained every weight with full-vocabulary logits)."""
+    and ``policy.model_cache_dir`` trained every weight with full-vocabulary logits; one without
+    ``policy.system_prompt`` and ``policy.few_shot`` prompted with the fixed system message, no few-shot turns)."""
     return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean",
                             "ordinal_numbers": False},
-            "policy": {"lora": asdict(LoRAConfig()), "scored_logits": False, "model_cache_dir": None}}
+            "policy": {"lora": asdict(LoRAConfig()), "scored_logits": False, "model_cache_dir": None,
+                       "system_prompt": SYSTEM_PROMPT, "few_shot": 0}}
 
 
 def added_section_keys() -> dict[str, dict[str, dict[str, Any]]]:

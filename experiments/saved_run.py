@@ -24,7 +24,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from envs.registry import make
 from experiments.config import EnvConfig, TrainerConfig
+from experiments.config_renames import added_keys
 from experiments.run_layout import model_dir, saved_model_dir
+from policy.chat_preamble import run_preamble
 from policy.config import PolicyConfig
 from policy.lm_policy import LMPolicy
 from policy.model import load_local_pretrained
@@ -99,7 +101,9 @@ def load_policy(saved: SavedRun, *, greedy: bool = True, seed: int = 0, device: 
             f"{saved.policy_dir}: cannot load the saved policy ({type(error).__name__}: {_one_line(error)})"
         ) from error
     cfg = dataclasses.replace(saved.policy, temperature=0.0) if greedy else saved.policy
-    return LMPolicy(model.to(device).eval(), tokenizer, cfg, seed=seed)
+    preamble = run_preamble(saved.env.name, saved.env_kwargs, saved.policy, run_seed=saved.seed,
+                            max_turns=saved.max_turns)  # the chat prompt the run trained with
+    return LMPolicy(model.to(device).eval(), tokenizer, cfg, seed=seed, **preamble)
 
 
 def _is_policy_dir(folder: Path) -> bool:
@@ -128,7 +132,8 @@ def _read_run_config(policy_dir: Path, config_path: Path) -> SavedRun:
             raise SavedRunError(f"{config_path} has no '{key}:' section; is it a run's {RUN_CONFIG}?")
     try:
         env = _schema(EnvConfig, cfg.env)
-        policy = _schema(PolicyConfig, cfg.policy)
+        # a key the run's record predates takes the value the run ran with (e.g. the fixed system prompt)
+        policy = _schema(PolicyConfig, OmegaConf.merge(added_keys()["policy"], cfg.policy))
         seed = int(OmegaConf.select(cfg, "seed", default=0))
         # Only two trainer keys matter here: read alone, defaulting as TrainerConfig does.
         max_turns = OmegaConf.select(cfg, "trainer.max_turns", default=TrainerConfig.max_turns)

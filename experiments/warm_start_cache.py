@@ -39,9 +39,9 @@ INPUTS = "inputs.json"
 CHECKS = "checks.json"
 
 
-# Policy options that only a pretrained policy reads (it is never warm-started): left out of the key, so
-# adding them kept the tiny policies' cached folders valid.
-PRETRAINED_ONLY_KEYS = ("model_cache_dir", "lora", "scored_logits")
+# Policy options that only a pretrained policy reads: left out of a tiny policy's key, so adding them kept
+# the tiny policies' cached folders valid; a pretrained policy's key holds them all.
+PRETRAINED_ONLY_KEYS = ("model_cache_dir", "lora", "scored_logits", "system_prompt", "few_shot")
 
 
 def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: Any, warm_start_config: Any,
@@ -50,7 +50,8 @@ def warm_start_inputs(env_name: str, env_kwargs: dict[str, Any], policy_config: 
     warm_start = {k: v for k, v in dataclasses.asdict(warm_start_config).items() if k not in ("cache_dir", "enabled")}
     return {
         "format": CACHE_FORMAT, "torch": torch.__version__, "env": env_name, "env_kwargs": env_kwargs,
-        "policy": {k: v for k, v in dataclasses.asdict(policy_config).items() if k not in PRETRAINED_ONLY_KEYS},
+        "policy": {k: v for k, v in dataclasses.asdict(policy_config).items()
+                   if policy_config.pretrained is not None or k not in PRETRAINED_ONLY_KEYS},
         "warm_start": warm_start, "max_turns": max_turns, "seed": seed,
     }
 

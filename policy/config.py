@@ -75,6 +75,15 @@ class PolicyConfig:
     vocabulary at every position: the same log-probs, far less memory with a large vocabulary. Off for the
     tiny models, whose numbers it could move by rounding."""
 
+    system_prompt: Optional[str] = None  # noqa: UP045
+    """The system message of a pretrained policy's chat prompt; None: the env's own (built from the answer
+    the env gives a malformed action, which states its format, and one well-formed example:
+    ``policy.chat_preamble``). Unused by a tokenizer without a chat template (the tiny policies)."""
+
+    few_shot: int = 0
+    """Episodes of the scripted expert on training tasks shown before every chat prompt as earlier
+    user/assistant turns (0: none). Unused without a chat template; needs an env with an expert."""
+
     tokenizer: str = "auto"
     """The tiny model's tokenizer: ``word`` (word-level over the env's vocabulary; decodes ``[5]`` as
     ``[ 5 ]``), ``bpe`` (byte-level BPE trained on probe episodes: any text encodes, and decodes back
@@ -132,6 +141,8 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig.temperature must be >= 0 (0 is greedy), got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"PolicyConfig.top_p must be in (0, 1], got {self.top_p}")
+        if self.few_shot < 0:
+            raise ValueError(f"PolicyConfig.few_shot must be >= 0 (0: no few-shot episodes), got {self.few_shot}")
         if self.pretrained is not None and not str(self.pretrained).strip():
             raise ValueError("PolicyConfig.pretrained must be a local model directory or None, got an empty string")
         if self.lora.rank > 0 and self.pretrained is None:

@@ -21,7 +21,7 @@ import torch
 
 from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
-from policy.render import has_chat_template, render_prompt
+from policy.render import SYSTEM_PROMPT, has_chat_template, render_prompt
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,20 @@ class TurnSample:
     action: str
 
 
-def turn_samples(trajectories: Sequence[Trajectory], history_window: int, tokenizer=None) -> list[TurnSample]:
+def turn_samples(
+    trajectories: Sequence[Trajectory], history_window: int, tokenizer=None, *,
+    system_prompt: str | None = SYSTEM_PROMPT, prior: Sequence[dict[str, str]] = (),
+) -> list[TurnSample]:
     """One sample per turn, in trajectory order then turn order.
 
     The prompt shows the ``history_window`` turns before the turn, then the turn's observation. With a
-    ``tokenizer`` that has a chat template the prompt is rendered with it; otherwise as plain text.
+    ``tokenizer`` that has a chat template the prompt is rendered with it (after ``system_prompt`` and
+    the ``prior`` messages); otherwise as plain text.
     """
     samples = []
     for i, trajectory in enumerate(trajectories):
         for t, turn in enumerate(trajectory.turns):
-            prompt = render_prompt(tokenizer, trajectory.turns[:t], turn.observation, history_window)
+            prompt = render_prompt(tokenizer, trajectory.turns[:t], turn.observation, history_window, system_prompt, prior)
             samples.append(TurnSample(trajectory_index=i, turn_index=t, prompt=prompt, action=turn.action))
     return samples
 

@@ -22,7 +22,7 @@ from policy.config import PolicyConfig
 from policy.encode import TurnSample, encode_prompts, encode_samples, left_pad, prompt_ids, turn_samples
 from policy.logprobs import token_logprobs
 from policy.lora import save_lora_policy
-from policy.render import render_prompt
+from policy.render import SYSTEM_PROMPT, render_prompt
 from world_model.kv_sampling import sample_with_cache
 
 
@@ -68,14 +68,19 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 class LMPolicy:
     """A causal LM behind the Agent protocol: ``act`` for rollouts, ``log_probs``/``encode`` for learning."""
 
-    def __init__(self, model, tokenizer, cfg: PolicyConfig, *, seed: int = 0, adapters=None) -> None:
-        """``adapters``: the ``PeftModel`` whose LoRA adapters ``model`` carries (``policy.lora``), or None."""
+    def __init__(self, model, tokenizer, cfg: PolicyConfig, *, seed: int = 0, adapters=None,
+                 system_prompt: str | None = SYSTEM_PROMPT, prior: Sequence[dict[str, str]] = ()) -> None:
+        """``adapters``: the ``PeftModel`` whose LoRA adapters ``model`` carries (``policy.lora``), or None.
+        ``system_prompt`` and ``prior`` (few-shot messages) open every chat-template prompt; a tokenizer
+        without a chat template shows neither."""
         if tokenizer.eos_token_id is None:
             raise ValueError("LMPolicy: the tokenizer has no EOS token; actions could never end")
         self.model = model
         self.adapters = adapters
         self.tokenizer = tokenizer
         self.cfg = cfg
+        self.system_prompt = system_prompt
+        self.prior = tuple(dict(message) for message in prior)
         self.generator = torch.Generator(device="cpu").manual_seed(seed)  # draws are made on CPU
 
     @property
@@ -101,7 +106,13 @@ class LMPolicy:
 
     def prompts(self, views: Sequence[AgentView]) -> list[str]:
         """The rendered prompt of each view (its turns and current observation)."""
-        return [render_prompt(self.tokenizer, v.turns, v.observation, self.cfg.history_window) for v in views]
+        return [self.render(v.turns, v.observation) for v in views]
+
+    def render(self, turns: Sequence, observation: str) -> str:
+        """The prompt after ``turns`` with ``observation`` current: the policy's system prompt and prior
+        messages, its history window, its tokenizer's format."""
+        return render_prompt(self.tokenizer, turns, observation, self.cfg.history_window, self.system_prompt,
+                             self.prior)
 
     def act(self, views: Sequence[AgentView], *, greedy: bool = False) -> list[SampledAction]:
         """One sampled action per view, in one batch (greedy when asked or at temperature 0).
@@ -114,7 +125,8 @@ class LMPolicy:
     def with_seed(self, seed: int) -> LMPolicy:
         """The same model and tokenizer with a sampling generator of its own (for evaluation), so
         drawing evaluation episodes never moves the training policy's random stream."""
-        return LMPolicy(self.model, self.tokenizer, self.cfg, seed=seed, adapters=self.adapters)
+        return LMPolicy(self.model, self.tokenizer, self.cfg, seed=seed, adapters=self.adapters,
+                        system_prompt=self.system_prompt, prior=self.prior)
 
     def save(self, folder) -> None:
         """A Hugging Face model directory (safetensors + config + tokenizer): loadable, never unpickled. A LoRA
@@ -135,7 +147,7 @@ class LMPolicy:
                 raise ValueError(f"state_prompts: turn {k} is outside trajectory {trajectory.trajectory_id}")
             turns = trajectory.turns
             observation = turns[k].observation if k < len(turns) else turns[-1].next_observation
-            prompts.append(render_prompt(self.tokenizer, turns[:k], observation, self.cfg.history_window))
+            prompts.append(self.render(turns[:k], observation))
         input_ids, attention_mask = encode_prompts(
             self.tokenizer, prompts, max_prompt_tokens=self.cfg.max_prompt_tokens
         )
@@ -192,7 +204,8 @@ class LMPolicy:
         """A token batch of demonstrations the policy did not sample (one row per turn): their action
         text is tokenised here, closed by EOS. Behaviour cloning uses it; RL trains on
         ``policy.rollout_batch.build_rollout_batch`` instead, from the sampled ids."""
-        samples = turn_samples(trajectories, self.cfg.history_window, self.tokenizer)
+        samples = turn_samples(trajectories, self.cfg.history_window, self.tokenizer,
+                               system_prompt=self.system_prompt, prior=self.prior)
         batch = encode_samples(
             self.tokenizer,
             [s.prompt for s in samples],

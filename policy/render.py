@@ -14,7 +14,8 @@ Plain text (tiny word-level models, or any tokenizer without a chat template)::
 
 The action is generated after the final ``>``. A tokenizer with a chat template instead gets
 messages (system, then user/assistant pairs, then the current observation as a user message)
-rendered with ``add_generation_prompt=True``.
+rendered with ``add_generation_prompt=True``. ``prior`` messages (few-shot turns: earlier episodes as
+user/assistant pairs) go between the system message and the history.
 """
 
 from __future__ import annotations
@@ -45,11 +46,13 @@ def render_text(turns: Sequence[Turn], observation: str, history_window: int) ->
 
 
 def render_messages(
-    turns: Sequence[Turn], observation: str, history_window: int, system_prompt: str | None = SYSTEM_PROMPT
+    turns: Sequence[Turn], observation: str, history_window: int, system_prompt: str | None = SYSTEM_PROMPT,
+    prior: Sequence[dict[str, str]] = (),
 ) -> list[dict[str, str]]:
-    """Chat messages: optional system prompt, then (user observation, assistant action) per windowed turn,
-    then the current observation as the last user message."""
+    """Chat messages: optional system prompt, the ``prior`` messages, then (user observation, assistant
+    action) per windowed turn, then the current observation as the last user message."""
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.extend(dict(message) for message in prior)
     for turn in history_slice(turns, history_window):
         messages.append({"role": "user", "content": turn.observation})
         messages.append({"role": "assistant", "content": turn.action})
@@ -63,10 +66,12 @@ def has_chat_template(tokenizer) -> bool:
 
 
 def render_prompt(
-    tokenizer, turns: Sequence[Turn], observation: str, history_window: int, system_prompt: str | None = SYSTEM_PROMPT
+    tokenizer, turns: Sequence[Turn], observation: str, history_window: int, system_prompt: str | None = SYSTEM_PROMPT,
+    prior: Sequence[dict[str, str]] = (),
 ) -> str:
-    """The prompt text for this tokenizer: its chat template when it has one, else the plain-text format."""
+    """The prompt text for this tokenizer: its chat template when it has one, else the plain-text format
+    (which shows neither the system prompt nor the ``prior`` messages)."""
     if has_chat_template(tokenizer):
-        messages = render_messages(turns, observation, history_window, system_prompt)
+        messages = render_messages(turns, observation, history_window, system_prompt, prior)
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return render_text(turns, observation, history_window)
