@@ -107,6 +107,7 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
         update_s = time.monotonic() - update_start
         metrics = {
             **rollout_metrics(rollout, real),
+            **({"charts/budget_cut": 1.0} if collected.budget_cut is not None else {}),
             "charts/elapsed_s": time.monotonic() - progress.start,
             "time/collect_s": collect_s,
             "time/update_s": update_s,
@@ -199,6 +200,7 @@ def stop_here(parts: RunParts, progress: LoopProgress, iteration: int, *, evalua
     trainer = parts.run.trainer
     out_of_time = trainer.time_budget_s is not None and time.monotonic() - progress.start > trainer.time_budget_s
     out_of_steps = trainer.max_env_steps is not None and progress.real_env_steps >= trainer.max_env_steps
+    out_of_steps = out_of_steps or progress.budget_cut is not None  # a rank's share ran out: all agreed on it
     stop = any_rank(parts.fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
     if not stop or evaluated:
         return stop, PhaseRecord()
@@ -226,6 +228,8 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
                                  warm_start_expert_steps=progress.warm_start_env_steps,
                                  warm_start_check_steps=progress.warm_start_check_steps),
     }
+    if progress.budget_cut is not None:  # trainer.max_env_steps stopped the last collection short
+        summary["budget_cut"] = progress.budget_cut
     if parts.world_model is not None:
         summary["imagination"] = imagination_summary(history)
         if parts.rank0:
