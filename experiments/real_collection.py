@@ -82,7 +82,9 @@ def step_budget(parts: RunParts, progress: LoopProgress, n_real: int) -> StepBud
     if trainer.max_env_steps is None:
         return None
     turn_cap = trainer.max_turns if trainer.max_turns is not None else make(parts.run.env.name, **parts.env_kwargs).max_turns
-    if not may_reach_budget(progress.real_env_steps, trainer.max_env_steps, n_real, trainer.group_size * turn_cap):
+    rounds = 1 + parts.run.algo.max_resample_rounds if parts.run.algo.dynamic_sampling else 1  # most it may play
+    if not may_reach_budget(progress.real_env_steps, trainer.max_env_steps, n_real * rounds,
+                            trainer.group_size * turn_cap):
         return None
     steps_left = max(trainer.max_env_steps - progress.real_env_steps, 0)
     return StepBudget(allowed=rank_step_budget(steps_left, fabric.world_size, fabric.global_rank))

@@ -41,3 +41,17 @@ def test_the_budget_stops_collection_mid_iteration(tmp_path):
     entry = {"iteration": 2, "max_env_steps": 22, "real_env_steps": 24, "groups_planned": 4, "groups_played": 2}
     assert summary["budget_cut"] == entry
     assert json.loads((run_dir / "summary.json").read_text())["budget_cut"] == entry
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_starts_no_resampling_round_past_the_budget(tmp_path):
+    # As above, but dropped groups may be resampled (up to 3 more rounds of 4 groups): iteration 1 could
+    # play 4 * 4 groups of 4 steps = 64 >= 22, so it already plays group by group and stops at 24 steps
+    # (the 6th group, 20 -> 24), or earlier at 16 if the first round kept 4 informative groups.
+    run_dir = tmp_path / "run"
+    overrides = [*BASE, "algo=grpo", "algo.dynamic_sampling=true", "algo.max_resample_rounds=3",
+                 "trainer.iterations=5", "trainer.groups_per_iteration=4", "trainer.group_size=4",
+                 "trainer.max_turns=1", "trainer.max_env_steps=22"]
+    summary = train_in_process(overrides, run_dir)
+    assert 22 <= summary["real_env_steps"] <= 22 + 4
+    assert summary["budget_cut"]["real_env_steps"] == summary["real_env_steps"]
