@@ -2,10 +2,12 @@
 
 The loop checks the budget after each iteration; on its own that overshoots by up to a whole
 iteration of episodes. So an iteration that could reach the budget (its groups' most possible steps,
-every episode at its turn cap, are more than what is left) plays its groups one after another and
-starts no new group once the budget is reached: a group already started finishes, so the overshoot
-is at most one group's steps per rank. Any other iteration plays all its groups at once, as without
-a budget, so its numbers are unchanged.
+every episode at its turn cap and every resampling round of dynamic sampling played, reach what
+is left) plays its groups one after another and starts no new group once the budget is reached: a
+group already started finishes, so the overshoot is at most one group's steps per rank. Any other
+iteration plays all its groups at once, as without a budget, so its numbers are unchanged. (The one
+that plays group by group draws its samples in other batches, so its numbers differ from a run
+without a budget even when, as it turns out, the budget is not reached in it.)
 
 Several ranks: each rank plays its own share of the groups, so each gets its share of the steps
 left (``rank_step_budget``, the steps split like the groups) and stops on its own count. The shares
