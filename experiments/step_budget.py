@@ -6,7 +6,7 @@ every episode at its turn cap and every resampling round of dynamic sampling pla
 is left) plays its groups one after another and starts no new group once the budget is reached: a
 group already started finishes, so the overshoot is at most one group's steps per rank. Any other
 iteration plays all its groups at once, as without a budget, so its numbers are unchanged. (The one
-that plays group by group draws its samples in other batches, so its numbers differ from a run
+that plays group by group samples in other batches, so its numbers may differ from a run
 without a budget even when, as it turns out, the budget is not reached in it.)
 
 Several ranks: each rank plays its own share of the groups, so each gets its share of the steps
