@@ -36,8 +36,8 @@ from experiments.build import RunParts, build_run, fit_on_experts
 from experiments.config import Resolved, register_configs, validate
 from experiments.distributed import any_rank, check_multi_process, launch_ranks, world_size
 from experiments.eval_schedule import evaluation_due, mark_metrics
-from experiments.gap_warning import GapWatch, warn_gap
 from experiments.evaluation import render_transcript
+from experiments.gap_warning import GapWatch, warn_gap
 from experiments.held_out_evaluation import evaluate_policy
 from experiments.ledger import ledger_summary
 from experiments.loop_progress import LoopProgress
