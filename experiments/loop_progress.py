@@ -57,6 +57,8 @@ class LoopProgress:
     """``time.process_time()`` when RL began (moved back by the CPU seconds of a resumed run's earlier
     parts; None when its checkpoint did not record them)."""
     ledger: Ledger = field(default_factory=Ledger)
+    budget_cut: dict[str, int] | None = None
+    """Where ``trainer.max_env_steps`` stopped collection short (``step_budget.budget_cut_entry``); None: it did not."""
     """What the run's real env steps were used for, and the real steps at the last world-model fit."""
     timer: PhaseTimer = field(default_factory=PhaseTimer)
     """The current iteration's CPU and wall seconds per phase (logged as ``time/phase/*``; never saved)."""
@@ -112,6 +114,8 @@ class LoopProgress:
             self.ledger.count_evaluation(env_steps)
         if record.history_row is not None:
             self.history.append(record.history_row)
+        if record.budget_cut is not None:
+            self.budget_cut = record.budget_cut
         if record.final_figures:
             self.history[-1].update(record.final_figures)
 

@@ -7,4 +7,6 @@ NEUTRAL_KEYS = (
     "trainer.transcripts_every",
     "trainer.checkpoint_every",
     "trainer.warm_start.cache_dir",
+    "imagination.gap_warning",
+    "imagination.gap_warning_iterations",
 )

@@ -47,5 +47,7 @@ class PhaseRecord:
     """The env steps of each held-out evaluation this phase ran."""
     history_row: dict[str, Any] | None = None
     """A logged iteration's record, appended to the history."""
+    budget_cut: dict[str, int] | None = None
+    """``trainer.max_env_steps`` stopped this collection short: where (``step_budget.budget_cut_entry``)."""
     final_figures: dict[str, float] = field(default_factory=dict)
     """Figures added to the last history row (the final evaluation of a run stopped early)."""

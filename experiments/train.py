@@ -37,6 +37,7 @@ from experiments.config import Resolved, register_configs, validate
 from experiments.distributed import any_rank, check_multi_process, launch_ranks, world_size
 from experiments.eval_schedule import evaluation_due, mark_metrics
 from experiments.evaluation import render_transcript
+from experiments.gap_warning import GapWatch, warn_gap
 from experiments.held_out_evaluation import evaluate_policy
 from experiments.ledger import ledger_summary
 from experiments.loop_progress import LoopProgress
@@ -93,6 +94,7 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
         progress.restore(checkpoint.loop, parts.store)
         first_iteration = restore_parts(parts, progress, checkpoint)
 
+    gap_watch = GapWatch(run.imagination.gap_warning, run.imagination.gap_warning_iterations)  # reads, never trains
     # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
     bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{run.algo.name}",
                initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not parts.rank0)
@@ -114,6 +116,7 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
             update_s = time.monotonic() - update_start
             metrics = {
                 **rollout_metrics(rollout, real),
+                **({"charts/budget_cut": 1.0} if collected.budget_cut is not None else {}),
                 "charts/elapsed_s": time.monotonic() - progress.start,
                 "time/collect_s": collect_s,
                 "time/update_s": update_s,
@@ -122,6 +125,9 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
             }
             progress.apply(log_iteration(parts, progress, iteration, metrics, trajectories, timer))  # 7.
             timer.reset()  # the next iteration's phases from here
+        gap = metrics.get("imagination/return_gap", float("nan"))  # NaN: nothing imagined
+        if gap_watch.observe(gap) and parts.rank0:
+            warn_gap(parts.logger, gap_watch, gap, real_env_steps=progress.real_env_steps)
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=progress.real_env_steps)
         stop, stopping = stop_here(parts, progress, iteration, timer, evaluated="eval/success_rate" in metrics)
         progress.apply(stopping)
@@ -216,6 +222,7 @@ def stop_here(
     trainer = parts.run.trainer
     out_of_time = trainer.time_budget_s is not None and time.monotonic() - progress.start > trainer.time_budget_s
     out_of_steps = trainer.max_env_steps is not None and progress.real_env_steps >= trainer.max_env_steps
+    out_of_steps = out_of_steps or progress.budget_cut is not None  # a rank's share ran out: all agreed on it
     stop = any_rank(parts.fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
     if not stop or evaluated:
         return stop, PhaseRecord()
@@ -243,6 +250,8 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
                                  warm_start_expert_steps=progress.warm_start_env_steps,
                                  warm_start_check_steps=progress.warm_start_check_steps),
     }
+    if progress.budget_cut is not None:  # trainer.max_env_steps stopped the last collection short
+        summary["budget_cut"] = progress.budget_cut
     if parts.world_model is not None:
         summary["imagination"] = imagination_summary(history)
         if parts.rank0:

@@ -87,6 +87,12 @@ class ImaginationConfig:
     a fifth less CPU per refit; the latent world model only)."""
     fit_on_warm_start: bool = True
     """Store the warm start's expert episodes (real steps, reported apart) so the first fit uses them."""
+    gap_warning: float | None = 0.25
+    """Warn once (console, ``train.log``, TensorBoard) when the absolute imagined-minus-real return gap
+    (``imagination/return_gap``) stays above this for ``gap_warning_iterations`` iterations in a row;
+    an iteration without imagination breaks the streak. None: never. Changes no trained number."""
+    gap_warning_iterations: int = 3
+    """Consecutive iterations beyond ``gap_warning`` before the warning."""
 
     def __post_init__(self) -> None:
         _check_number("ratio", self.ratio, 0.0, 0.999)
@@ -105,6 +111,8 @@ class ImaginationConfig:
             _check_int(key, getattr(self, key), 1)
         _check_number("fit_lr", self.fit_lr, 1e-12)
         _check_int("refit_every_steps", self.refit_every_steps, 1, optional=True)
+        _check_number("gap_warning", self.gap_warning, 0.0, optional=True)
+        _check_int("gap_warning_iterations", self.gap_warning_iterations, 1)
         if self.fit_loop not in FIT_LOOPS:
             raise ValueError(f"imagination.fit_loop must be one of {FIT_LOOPS}, got {self.fit_loop!r}")
 

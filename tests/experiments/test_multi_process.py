@@ -113,3 +113,17 @@ def test_model_based_run_splits_imagination_and_shares_the_world_model(tmp_path)
     assert all(t.source == "real" for t in stored)
     assert len({t.trajectory_id for t in stored}) == len(stored)
     assert sum(t.iteration == 2 for t in stored) == 2 * 4  # 2 real groups of 4 per iteration, stored once
+
+
+def test_two_processes_share_the_real_step_budget(tmp_path):
+    # One-turn episodes: a group of 4 is 4 steps, each rank plays 2 of the 4 groups. Iteration 1 could
+    # not reach 22 (0 + 16): 16 steps. Iteration 2: 6 left, 3 per rank; each rank's first group takes
+    # it to 4 >= 3, so its second is not started: 16 + 2 * 4 = 24, within one group per rank of 22.
+    run_dir, hash_dir = tmp_path / "run", tmp_path / "hashes"
+    hash_dir.mkdir()
+    assert_ok(run_two_processes(run_dir, hash_dir, "trainer.iterations=5", "trainer.groups_per_iteration=4",
+                                "trainer.max_turns=1", "trainer.max_env_steps=22"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["real_env_steps"] == 24 and summary["iterations"] == 2
+    assert summary["budget_cut"] == {"iteration": 2, "max_env_steps": 22, "real_env_steps": 24,
+                                     "groups_planned": 4, "groups_played": 2}
