@@ -22,6 +22,7 @@ from envs import Trajectory, TrajectoryStore
 from experiments.checkpoint import LoopState
 from experiments.ledger import Ledger
 from experiments.phase_record import PhaseRecord
+from experiments.phase_timer import PhaseTimer
 from experiments.resume import trajectories_by_id
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
@@ -59,6 +60,8 @@ class LoopProgress:
     budget_cut: dict[str, int] | None = None
     """Where ``trainer.max_env_steps`` stopped collection short (``step_budget.budget_cut_entry``); None: it did not."""
     """What the run's real env steps were used for, and the real steps at the last world-model fit."""
+    timer: PhaseTimer = field(default_factory=PhaseTimer)
+    """The current iteration's CPU and wall seconds per phase (logged as ``time/phase/*``; never saved)."""
 
     @classmethod
     def fresh(

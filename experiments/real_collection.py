@@ -11,19 +11,22 @@ from experiments.evaluation import Evaluation, summarise
 from experiments.fault_log import log_fault
 from experiments.loop_progress import LoopProgress
 from experiments.phase_record import PhaseRecord
+from experiments.phase_timer import PhaseTimer, TimedAgent
 from experiments.step_budget import StepBudget, budget_cut_entry, may_reach_budget, rank_step_budget
 from policy.dynamic_sampling import fill_with_informative_groups
 
 
 def collect_real(
-    parts: RunParts, progress: LoopProgress, iteration: int, n_real: int
+    parts: RunParts, progress: LoopProgress, iteration: int, n_real: int, timer: PhaseTimer
 ) -> tuple[Collection, Evaluation, PhaseRecord]:
     """3. Collect real rollouts on training tasks; groups share their start state. Every env step
     counts, also those of groups that dynamic sampling drops. Each process plays its share of the
     groups (ids counted from 0), then all gather the iteration's episodes. Returns them, what the
     policy achieved on them, and the record of the steps and ids they took. Where the iteration
     could reach ``trainer.max_env_steps``, groups are played one by one and none is started once it
-    is reached (``experiments.step_budget``); the record then says whether that cut any."""
+    is reached (``experiments.step_budget``); the record then says whether that cut any. ``timer``:
+    the policy's turns are charged to ``collect_policy``, the env's steps and collect's own work to
+    ``collect_env``."""
     run, trainer, algo, fabric = parts.run, parts.run.trainer, parts.run.algo, parts.fabric
     local = Collection(collected=[], kept=[], faults=[], groups_used=0, trajectories_used=0, rounds=0)
     my_groups = shard(n_real, fabric.world_size, fabric.global_rank)
@@ -31,13 +34,14 @@ def collect_real(
 
     def play(group_seeds: list[int]) -> list[Trajectory]:
         failures: list[EnvFailure] = []  # episodes whose env raised (trainer.on_env_error=skip)
-        trajectories = collect(
-            parts.policy, run.env.name, env_kwargs=parts.env_kwargs, group_size=trainer.group_size,
-            max_turns=trainer.max_turns, progress=False, group_seeds=group_seeds,
-            first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
-            on_env_error=failures.append if trainer.on_env_error == "skip" else None,
-            step_timeout_s=trainer.env_step_timeout_s,
-        )
+        with timer.phase("collect_env"):  # the env's steps and collect's own work; the policy apart
+            trajectories = collect(
+                TimedAgent(parts.policy, timer, "collect_policy"), run.env.name, env_kwargs=parts.env_kwargs,
+                group_size=trainer.group_size, max_turns=trainer.max_turns, progress=False, group_seeds=group_seeds,
+                first_group_id=local.groups_used, first_trajectory_id=local.trajectories_used,
+                on_env_error=failures.append if trainer.on_env_error == "skip" else None,
+                step_timeout_s=trainer.env_step_timeout_s,
+            )
         local.groups_used += len(group_seeds)
         local.trajectories_used += len(trajectories) + len(failures)  # a failed episode's id stays used
         local.faults.extend(failures)

@@ -43,6 +43,7 @@ from experiments.ledger import ledger_summary
 from experiments.loop_progress import LoopProgress
 from experiments.markers import run_job
 from experiments.phase_record import PhaseRecord
+from experiments.phase_timer import PhaseTimer
 from experiments.policy_folder import save_policy
 from experiments.policy_update import clipped_update
 from experiments.real_collection import collect_real, rollout_metrics
@@ -74,17 +75,20 @@ def train(run: Resolved, run_dir: Path) -> dict[str, float]:
 def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, float]:
     """The loop on one process. With several, each collects its share of the real groups and every
     rank gathers them all (``experiments.distributed``); only rank 0 writes into ``run_dir``. The
-    phases only read ``progress``: each returns a ``PhaseRecord`` and only this function applies one."""
+    phases only read ``progress``: each returns a ``PhaseRecord`` and only this function applies one.
+    ``progress.timer`` (a clock, not a counter) is handed to the phases that charge their time to it."""
     trainer = run.trainer
     parts, warm, checkpoint = build_run(fabric, run, run_dir)  # the builders, with 1. the warm start
     progress = LoopProgress.fresh(run.imagination, branch_seed=derive_seed(run.seed, "branch-points"),
                                   warm_start_env_steps=count_env_steps(warm.experts),
                                   warm_start_check_steps=warm.check_steps)
+    timer = progress.timer
     if parts.world_model is not None and warm.experts and run.imagination.fit_on_warm_start:  # (never when resuming)
-        progress.apply(fit_on_experts(parts, progress, warm.experts))
+        with timer.phase("wm_fit"):  # charged to iteration 1, as the first evaluation is
+            progress.apply(fit_on_experts(parts, progress, warm.experts))
     progress.start_clocks()
     if checkpoint is None:
-        progress.apply(evaluate_start(parts))
+        progress.apply(evaluate_start(parts, timer))
         first_iteration = 1
     else:  # every counter, weight and RNG stream as they were after the checkpoint's iteration
         progress.restore(checkpoint.loop, parts.store)
@@ -95,33 +99,37 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
     bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{run.algo.name}",
                initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not parts.rank0)
     for iteration in bar:
-        iteration_start = time.monotonic()
-        n_real, n_imagined, planned = plan_groups(parts, progress, iteration)  # 2.
-        progress.apply(planned)
-        real, rollout, collected = collect_real(parts, progress, iteration, n_real)  # 3.
-        progress.apply(collected)
-        collect_s = time.monotonic() - iteration_start
-        model_metrics, imagined, modelled = model_based_step(parts, progress, iteration, real, n_imagined)  # 4.
-        progress.apply(modelled)
-        update_start = time.monotonic()
-        trajectories, update_metrics, updated = update_policy(parts, progress, iteration, real.kept, imagined)  # 5.-6.
-        progress.apply(updated)
-        update_s = time.monotonic() - update_start
-        metrics = {
-            **rollout_metrics(rollout, real),
-            **({"charts/budget_cut": 1.0} if collected.budget_cut is not None else {}),
-            "charts/elapsed_s": time.monotonic() - progress.start,
-            "time/collect_s": collect_s,
-            "time/update_s": update_s,
-            **model_metrics,
-            **update_metrics,
-        }
-        progress.apply(log_iteration(parts, progress, iteration, metrics, trajectories))  # 7.
+        with timer.phase("other"):  # what no named phase takes: planning, bookkeeping, logging
+            iteration_start = time.monotonic()
+            n_real, n_imagined, planned = plan_groups(parts, progress, iteration)  # 2.
+            progress.apply(planned)
+            real, rollout, collected = collect_real(parts, progress, iteration, n_real, timer)  # 3.
+            progress.apply(collected)
+            collect_s = time.monotonic() - iteration_start
+            model_metrics, imagined, modelled = model_based_step(parts, progress, iteration, real, n_imagined,  # 4.
+                                                                 timer)
+            progress.apply(modelled)
+            update_start = time.monotonic()
+            trajectories, update_metrics, updated = update_policy(parts, progress, iteration, real.kept, imagined,
+                                                                  timer)  # 5.-6.
+            progress.apply(updated)
+            update_s = time.monotonic() - update_start
+            metrics = {
+                **rollout_metrics(rollout, real),
+                **({"charts/budget_cut": 1.0} if collected.budget_cut is not None else {}),
+                "charts/elapsed_s": time.monotonic() - progress.start,
+                "time/collect_s": collect_s,
+                "time/update_s": update_s,
+                **model_metrics,
+                **update_metrics,
+            }
+            progress.apply(log_iteration(parts, progress, iteration, metrics, trajectories, timer))  # 7.
+            timer.reset()  # the next iteration's phases from here
         gap = metrics.get("imagination/return_gap", float("nan"))  # NaN: nothing imagined
         if gap_watch.observe(gap) and parts.rank0:
             warn_gap(parts.logger, gap_watch, gap, real_env_steps=progress.real_env_steps)
         bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=progress.real_env_steps)
-        stop, stopping = stop_here(parts, progress, iteration, evaluated="eval/success_rate" in metrics)
+        stop, stopping = stop_here(parts, progress, iteration, timer, evaluated="eval/success_rate" in metrics)
         progress.apply(stopping)
         if parts.rank0 and trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
             save_run_checkpoint(parts, progress, iteration, stopped=stop)
@@ -130,9 +138,10 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
     return finish(parts, progress)
 
 
-def evaluate_start(parts: RunParts) -> PhaseRecord:
-    """The starting policy's evaluation, logged at step 0: the first row of the history."""
-    metrics, env_steps = evaluate_policy(parts)
+def evaluate_start(parts: RunParts, timer: PhaseTimer) -> PhaseRecord:
+    """The starting policy's evaluation, logged at step 0: the first row of the history (its time is
+    charged to iteration 1's ``eval`` phase)."""
+    metrics, env_steps = evaluate_policy(parts, timer)
     parts.logger.log(metrics, real_env_steps=0, iteration=0)
     return PhaseRecord(evaluations=[env_steps], history_row={"iteration": 0, "charts/real_env_steps": 0, **metrics})
 
@@ -153,11 +162,13 @@ def plan_groups(parts: RunParts, progress: LoopProgress, iteration: int) -> tupl
 
 
 def update_policy(
-    parts: RunParts, progress: LoopProgress, iteration: int, kept: list[Trajectory], imagined: ImaginedGroups
+    parts: RunParts, progress: LoopProgress, iteration: int, kept: list[Trajectory], imagined: ImaginedGroups,
+    timer: PhaseTimer,
 ) -> tuple[list[Trajectory], dict[str, float], PhaseRecord]:
     """5. Advantages and 6. a clipped update on the kept real and the imagined episodes. Returns the
     episodes the update trained on, its figures (an algorithm's own first, then the learner's), and
-    the record of the real steps it took (real_branch_gigpo's branches) and fed the critic."""
+    the record of the real steps it took (real_branch_gigpo's branches) and fed the critic. ``timer``:
+    the two steps are charged to its ``advantages`` and ``update`` phases."""
     imagination = parts.run.imagination
     dreamt = imagined.trajectories
     if parts.critic is None and parts.counterfactual is None:  # a group estimator: cut dreams score nothing
@@ -167,21 +178,24 @@ def update_policy(
                                          imagined_weight=imagination.imagined_weight)
     if not trajectories:  # empty only when dynamic sampling found no informative group
         return trajectories, {}, PhaseRecord()
-    batch, advantages, value, advantage_metrics = estimate_advantages(parts, iteration, trajectories, weights,
-                                                                      imagined, gate_open=progress.gate.is_open)
+    with timer.phase("advantages"):
+        batch, advantages, value, advantage_metrics = estimate_advantages(parts, iteration, trajectories, weights,
+                                                                          imagined, gate_open=progress.gate.is_open)
     branch_steps = int(advantage_metrics.get("oracle/env_steps", 0))  # played in the real env: on the x-axis
-    stats = clipped_update(parts, iteration, batch, advantages, value,
-                           real_env_steps=progress.real_env_steps + branch_steps)
+    with timer.phase("update"):
+        stats = clipped_update(parts, iteration, batch, advantages, value,
+                               real_env_steps=progress.real_env_steps + branch_steps)
     # With a critic, it was fitted on this update's real turns (and any imagined ones).
     record = PhaseRecord(real_env_steps=branch_steps, critic_real_steps=0 if value is None else count_env_steps(kept))
     return trajectories, {**advantage_metrics, **stats}, record
 
 
 def log_iteration(
-    parts: RunParts, progress: LoopProgress, iteration: int, metrics: dict[str, float], trajectories: list[Trajectory]
+    parts: RunParts, progress: LoopProgress, iteration: int, metrics: dict[str, float], trajectories: list[Trajectory],
+    timer: PhaseTimer,
 ) -> PhaseRecord:
-    """7. Log against real env steps, with an evaluation when one is due and now and then a
-    transcript of the update's first episode. Returns the record of the logged row."""
+    """7. Log against real env steps, with an evaluation when one is due, now and then a transcript
+    of the update's first episode, and ``timer``'s phases so far. Returns the record of the logged row."""
     trainer, logger = parts.run.trainer, parts.logger
     due, marks = evaluation_due(iteration, last_iteration=trainer.iterations, eval_every=trainer.eval_every,
                                 eval_every_steps=trainer.eval_every_steps,
@@ -189,17 +203,20 @@ def log_iteration(
                                 steps_after=progress.real_env_steps)
     evaluations = []
     if due:
-        eval_metrics, env_steps = evaluate_policy(parts)
+        eval_metrics, env_steps = evaluate_policy(parts, timer)
         evaluations.append(env_steps)
         metrics.update({**eval_metrics, **mark_metrics(marks)})
     if iteration % trainer.transcripts_every == 0 and trajectories:
         logger.log_text("samples/transcript", render_transcript(trajectories[0]), real_env_steps=progress.real_env_steps)
+    metrics.update(timer.metrics())  # the iteration's phases so far (its evaluation included)
     logger.log(metrics, real_env_steps=progress.real_env_steps, iteration=iteration)
     return PhaseRecord(evaluations=evaluations,
                        history_row={"iteration": iteration, "charts/real_env_steps": progress.real_env_steps, **metrics})
 
 
-def stop_here(parts: RunParts, progress: LoopProgress, iteration: int, *, evaluated: bool) -> tuple[bool, PhaseRecord]:
+def stop_here(
+    parts: RunParts, progress: LoopProgress, iteration: int, timer: PhaseTimer, *, evaluated: bool
+) -> tuple[bool, PhaseRecord]:
     """Whether to stop here (out of time or real steps), evaluating first if ``iteration`` was not;
     returns it and the record of that evaluation (empty if none)."""
     trainer = parts.run.trainer
@@ -209,7 +226,7 @@ def stop_here(parts: RunParts, progress: LoopProgress, iteration: int, *, evalua
     stop = any_rank(parts.fabric, out_of_time or out_of_steps)  # rank clocks differ: stop together
     if not stop or evaluated:
         return stop, PhaseRecord()
-    final, env_steps = evaluate_policy(parts)
+    final, env_steps = evaluate_policy(parts, timer)
     parts.logger.log(final, real_env_steps=progress.real_env_steps, iteration=iteration)
     return stop, PhaseRecord(evaluations=[env_steps], final_figures=final)
 

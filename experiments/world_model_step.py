@@ -12,18 +12,20 @@ from experiments.distributed import Collection, broadcast_json, broadcast_module
 from experiments.imagining import imagine
 from experiments.loop_progress import LoopProgress
 from experiments.phase_record import PhaseRecord
+from experiments.phase_timer import PhaseTimer
 from imagination.imagine import ImaginedGroups
 from imagination.metrics import imagination_metrics
 from imagination.refit import refit_and_gate
 
 
 def model_based_step(
-    parts: RunParts, progress: LoopProgress, iteration: int, real: Collection, n_imagined: int
+    parts: RunParts, progress: LoopProgress, iteration: int, real: Collection, n_imagined: int, timer: PhaseTimer
 ) -> tuple[dict[str, float], ImaginedGroups, PhaseRecord]:
     """4. Model-based: score the world model on the new real episodes (held out: it has not been
     fitted on them), open or close the gate, refit on the store's newest real episodes, and imagine
     the update's other groups from recent real states. Nothing without a world model. Returns the
-    figures, the imagined groups and the record of the gate, the fit and the ids used."""
+    figures, the imagined groups and the record of the gate, the fit and the ids used. ``timer``: the
+    scoring, the fit and the imagination are charged to their phases (``wm_score``, ``wm_fit``, ``imagine_*``)."""
     model_metrics: dict[str, float] = {}
     imagined = ImaginedGroups([], [], [])
     world_model, fabric = parts.world_model, parts.fabric
@@ -39,11 +41,12 @@ def model_based_step(
                                        new_real_steps=progress.real_env_steps - progress.ledger.steps_at_refit,
                                        fit_seed=derive_seed(parts.run.seed, "world-model-fit", iteration),
                                        log=lambda text, steps=progress.real_env_steps: parts.logger.log_text(
-                                           "imagination/gate", text, real_env_steps=steps))
+                                           "imagination/gate", text, real_env_steps=steps),
+                                       phase=timer.phase)
     model_metrics, gate.is_open = broadcast_json(fabric, [model_metrics, gate.is_open])
     broadcast_module_(fabric, world_model)
     if n_imagined and gate.is_open:
-        imagined = imagine(parts, progress, iteration, real.kept, n_imagined, recent)
+        imagined = imagine(parts, progress, iteration, real.kept, n_imagined, recent, timer)
     record = PhaseRecord(
         groups=len(imagined.groups), trajectories=len(imagined.trajectories), recent=real.collected,
         gate_open=gate.is_open, world_model_fitted=True,

@@ -49,6 +49,14 @@ def test_imagined_share_follows_the_ratio_and_the_world_model_is_saved(tmp_path)
     assert records[-1]["imagination/ratio_cumulative"] == pytest.approx(9 / 12)
     assert records[-1]["charts/imagined_env_steps"] > 0
     assert "imagination:" in result.stdout and "effective_ratio" in result.stdout
+    # Every phase that ran is charged: each iteration scored, imagined and updated; iteration 1 also
+    # holds the fit on the experts and the evaluation before the loop.
+    every = {"collect_env", "collect_policy", "wm_score", "imagine_model", "imagine_policy", "imagine_other",
+             "advantages", "update", "other"}
+    phases = [{k[len("time/phase/"):-len("_cpu_s")] for k in r if k.startswith("time/phase/") and k.endswith("_cpu_s")}
+              for r in records]
+    assert all(every <= charged for charged in phases)
+    assert {"wm_fit", "eval"} <= phases[0]
     model = WorldModel.from_pretrained(run_dir / "models" / "world_model")
     assert model.config.num_members == 2
 
