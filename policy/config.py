@@ -145,6 +145,8 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig.few_shot must be >= 0 (0: no few-shot episodes), got {self.few_shot}")
         if self.pretrained is not None and not str(self.pretrained).strip():
             raise ValueError("PolicyConfig.pretrained must be a local model directory or None, got an empty string")
+        if isinstance(self.lora, dict):  # a plain container (a saved run's config read back) gives a dict
+            self.lora = LoRAConfig(**self.lora)
         if self.lora.rank > 0 and self.pretrained is None:
             raise ValueError("PolicyConfig.lora.rank > 0 needs a pretrained model (policy.pretrained); the tiny "
                              "model trains all its weights")

@@ -223,3 +223,11 @@ def test_encode_and_log_probs_cover_every_turn_with_gradients():
     policy.eval()
     assert not policy.model.training
 
+
+
+def test_a_policy_config_read_back_as_plain_dicts_rebuilds_its_lora_section():
+    """A saved run's config comes back as plain containers: the nested LoRA section must become its dataclass."""
+    from policy.config import LoRAConfig
+
+    cfg = PolicyConfig(lora={"rank": 0, "alpha": 8.0})
+    assert isinstance(cfg.lora, LoRAConfig) and (cfg.lora.rank, cfg.lora.alpha) == (0, 8.0)
