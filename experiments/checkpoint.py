@@ -38,6 +38,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from envs.durable import fsync_dir, fsync_tree
+from policy.model_source import file_sha256
 
 FORMAT = "reverie-checkpoint"
 VERSION = 1
@@ -129,7 +130,7 @@ def save_checkpoint(
     if write_extra is not None:
         write_extra(tmp)
     hashes = {
-        path.relative_to(tmp).as_posix(): _sha256(path) for path in sorted(tmp.rglob("*")) if path.is_file()
+        path.relative_to(tmp).as_posix(): file_sha256(path) for path in sorted(tmp.rglob("*")) if path.is_file()
     }
     meta = {
         "format": FORMAT,
@@ -166,7 +167,7 @@ def load_checkpoint(folder: str | os.PathLike[str]) -> Checkpoint:
         if claimed != _text_sha256(json.dumps(meta, sort_keys=True)):
             raise ValueError(f"{STATE_JSON} does not match its checksum (changed after it was written)")
         for name, digest in meta["sha256"].items():
-            if _sha256(folder / name) != digest:
+            if file_sha256(folder / name) != digest:
                 raise ValueError(
                     f"{name} does not match its checksum (truncated or changed after it was written)"
                 )
@@ -250,14 +251,6 @@ def _remove_temp_folders(root: Path) -> None:
     for name in os.listdir(root):
         if name.startswith(".tmp-"):
             shutil.rmtree(root / name, ignore_errors=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _text_sha256(text: str) -> str:
