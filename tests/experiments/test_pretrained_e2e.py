@@ -32,7 +32,8 @@ COMMON = [
     "trainer.warm_start.enabled=false",  # RL from the pretrained weights; the warm start has its own test
 ]
 TIMING = ("time/", "charts/elapsed_s")
-SAVED_WEIGHTS = ("policy/adapter/adapter_model.safetensors", "policy/model.safetensors", "critic/model.safetensors")
+SAVED_WEIGHTS = ("models/policy/adapter/adapter_model.safetensors", "models/policy/model.safetensors",
+                 "models/critic/model.safetensors")
 
 
 def comparable(run_dir: Path) -> list[dict]:
@@ -47,6 +48,7 @@ def train_kill_and_resume(overrides: list[str], tmp_path: Path) -> tuple[Path, P
     train_in_process(overrides, reference)
     shutil.copytree(reference, resumed)
     shutil.rmtree(resumed / "checkpoints" / f"iteration_{ITERATIONS:05d}")
+    shutil.rmtree(resumed / "models")  # the resumed run must write its own final models
     train_in_process([*overrides, f"resume={resumed}"], resumed)
     return reference, resumed
 
