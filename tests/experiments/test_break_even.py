@@ -91,3 +91,17 @@ def test_the_report_text_of_each_answer():
         "first in wall-clock only while a real step costs 0.20 s or less")
     assert break_even_text(BreakEven(ALWAYS)) == "first in wall-clock too, whatever a real step costs"
     assert break_even_text(BreakEven(NEVER)).startswith("never first in wall-clock")
+
+
+def test_one_saved_step_and_a_fraction_of_a_second_of_extra_compute_are_still_cases_of_their_own():
+    # 999 steps at 0.2 s against 1,000 at 0.1 s: one step saved, 99.8 s more compute -> first from 99.8 s a step
+    one_saved = break_even_step_cost(999, 0.2, 1000, 0.1)
+    assert one_saved.when == AT_LEAST and one_saved.seconds == pytest.approx(99.8)
+    # 500 steps at 0.201 s against 1,000 at 0.1 s: 0.5 s more compute over 500 saved steps -> 1 ms a step
+    half_second = break_even_step_cost(500, 0.201, 1000, 0.1)
+    assert half_second.when == AT_LEAST and half_second.seconds == pytest.approx(0.001)
+
+
+def test_step_costs_switch_from_milliseconds_to_seconds_at_a_tenth_of_a_second():
+    assert format_step_cost(0.09949) == "99 ms"  # 99.49 ms rounds down
+    assert format_step_cost(0.1) == "0.10 s"

@@ -94,3 +94,15 @@ def test_ratio_bounds_are_positive_and_hold_the_ratio(pairs):
     paired = paired_log_ratio([a for a, _ in pairs], [b for _, b in pairs])
     low, high = paired.interval
     assert 0 < low <= paired.ratio * (1 + 1e-9) and paired.ratio <= high * (1 + 1e-9)
+
+
+def test_a_paired_ratio_needs_arms_of_equal_length_and_honours_its_level():
+    with pytest.raises(ValueError):
+        paired_log_ratio([1.0, 2.0], [2.0, 4.0, 8.0])
+    # ratios 2, 4, 8: logs ln2 * (1, 2, 3), mean 2 ln2, sample sd ln2; a 90% interval uses the 0.95 quantile
+    # of Student's t with 2 degrees of freedom, (2p - 1) / sqrt(2p(1 - p)) in closed form
+    p = 0.95
+    t = (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    half = t * math.log(2) / math.sqrt(3)
+    low, high = paired_log_ratio([1.0, 1.0, 1.0], [2.0, 4.0, 8.0], level=0.90).interval
+    assert low == pytest.approx(4 * math.exp(-half)) and high == pytest.approx(4 * math.exp(half))
