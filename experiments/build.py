@@ -95,7 +95,7 @@ def build_run(fabric: Fabric, run: Resolved, run_dir: Path) -> tuple[RunParts, W
     logger = (MetricsLogger(run_dir, purge_step=checkpoint.loop.real_env_steps + 1 if checkpoint else None) if rank0
               else NullLogger())
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
-    world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary())
+    world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary(), fabric.device)
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
     warm = WarmStart(experts=[], check_steps=0)  # no warm start: no env steps (a resume restores its own)
     if (skipped := warm_start_skipped(run, resuming=checkpoint is not None)) is None:
@@ -155,16 +155,17 @@ def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torc
 
 
 def build_model_based(
-    run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str]
+    run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str], device: torch.device
 ) -> tuple[WorldModelLike | None, CounterfactualGiGPO | None]:
     """The world model, built only when the run imagines (ratio 0 is the model-free run, untouched) or
-    its algorithm needs one; and the step groups of ``counterfactual_gigpo`` (imagined at every real
-    step) or ``real_branch_gigpo`` (the same groups played in the real env)."""
+    its algorithm needs one, on ``device`` (the trainer's: it fits and imagines on the accelerator);
+    and the step groups of ``counterfactual_gigpo`` (imagined at every real step) or
+    ``real_branch_gigpo`` (the same groups played in the real env)."""
     algo = run.algo
     world_model = None
     if run.imagination.enabled or algo.name == "counterfactual_gigpo":
         world_model = build_world_model(run.world_model, run.env.name, env_kwargs, vocabulary,
-                                        seed=derive_seed(run.seed, "world-model-init"))
+                                        seed=derive_seed(run.seed, "world-model-init")).to(device)
     counterfactual = None
     brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
     if algo.name == "real_branch_gigpo":

@@ -100,10 +100,11 @@ def fit_world_model(
     val_loader = (
         trajectory_loader(val_items, model.tokenizer, batch_size=batch_size) if val_items else None
     )
+    device = model.device  # the fit runs where the model lives: the trainer's accelerator in a run
     trainer, fit_s = run_fit(module, train_loader, val_loader, max_steps=max_steps, max_epochs=max_epochs,
                              seed=seed, progress=progress, val_every_steps=val_every_steps, log_dir=log_dir,
-                             checkpoints=True)
-    model.eval()
+                             checkpoints=True, device=device)
+    model.to(device).eval()  # Lightning moves a module it fitted on a GPU back to the CPU at teardown
     metrics.update({f"val_after/{k}": v for k, v in evaluate_loss(model, val_items, batch_size=batch_size).items()})
     if score_train:
         metrics.update(
