@@ -8,7 +8,7 @@ the history) both sit behind ``TurnCritic``, so either can be handed to the lear
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -16,7 +16,7 @@ import torch
 from envs.trajectory import Trajectory
 
 
-@dataclass
+@dataclass(init=False)
 class CriticStates:
     """A batch of N agent states, each the history the agent had seen before acting.
 
@@ -27,10 +27,17 @@ class CriticStates:
     """The prompt ids exactly as the policy saw them, left-padded so every row ends at the last column."""
     attention_mask: torch.Tensor  # (N, P) long, 0 on padding
     """1 on real prompt tokens, 0 on the left padding."""
-    histories: list[tuple[Trajectory, int]] | None = None
+    # A field the constructor sets by hand (init=False): Lightning's mixed-precision input conversion walks
+    # every init field of a dataclass argument and refuses the frozen Trajectory objects it would meet here.
+    histories: list[tuple[Trajectory, int]] | None = field(default=None, init=False)
     """Per row ``(trajectory, k)``: the state after turn ``k - 1``'s result and before turn ``k``
     (``k`` completed turns, ``0 <= k <= num_turns``; ``k = num_turns`` is the state after the last
     turn). None when no critic in use reads histories."""
+
+    def __init__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 histories: list[tuple[Trajectory, int]] | None = None) -> None:
+        self.input_ids, self.attention_mask, self.histories = input_ids, attention_mask, histories
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if self.input_ids.dim() != 2 or self.input_ids.shape != self.attention_mask.shape:

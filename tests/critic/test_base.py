@@ -65,3 +65,16 @@ def test_a_history_reading_critic_fits_the_seam():
     assert values.tolist() == [0.0, 3.0, 1.0]
     values.sum().backward()
     assert critic.scale.grad.item() == 4.0
+
+
+def test_mixed_precision_input_conversion_passes_the_histories_through_untouched():
+    # Fabric converts a module's float inputs under bf16-mixed by walking each dataclass argument's fields;
+    # it refuses frozen dataclasses, and every history holds a frozen Trajectory.
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    s = states()
+    s.input_ids = s.input_ids.float()  # a float tensor, so the conversion has something to convert
+    converted = apply_to_collection(((s,), {}), function=lambda t: t.to(torch.bfloat16), dtype=torch.Tensor)
+    out = converted[0][0]
+    assert out.input_ids.dtype == torch.bfloat16 and out.attention_mask.dtype == torch.bfloat16
+    assert out.histories is s.histories

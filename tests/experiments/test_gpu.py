@@ -71,3 +71,18 @@ def test_the_latent_world_model_fits_on_the_gpu_and_stays_there():
     assert metrics["steps"] == 3
     assert all(p.is_cuda for p in model.parameters())  # Lightning's teardown moves it to the CPU; the fit moves it back
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+
+def test_scored_logits_on_cuda_equal_the_full_computation():
+    # The scored path hands the model a 1-D logits_to_keep index, which the machine's transformers must read.
+    from policy.logprobs import scored_token_logprobs, token_logprobs
+    from tests.policy.test_scored_logprobs import left_padded_batch, tiny_lm
+
+    model = tiny_lm().to("cuda")
+    ids, attention, response = (t.to("cuda") for t in left_padded_batch())
+    with torch.no_grad():
+        logp, entropy = scored_token_logprobs(model, ids, attention, response)
+        full_logp, full_entropy = token_logprobs(model, ids, attention)
+    scored = response.bool()
+    torch.testing.assert_close(logp[scored], full_logp[scored], atol=1e-5, rtol=0)
+    torch.testing.assert_close(entropy[scored], full_entropy[scored], atol=1e-5, rtol=0)
