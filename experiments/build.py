@@ -165,7 +165,7 @@ def build_model_based(
     world_model = None
     if run.imagination.enabled or algo.name == "counterfactual_gigpo":
         world_model = build_world_model(run.world_model, run.env.name, env_kwargs, vocabulary,
-                                        seed=derive_seed(run.seed, "world-model-init")).to(device)
+                                        seed=derive_seed(run.seed, "world-model-init"), device=device)
     counterfactual = None
     brancher = None  # the world model's; algo=real_branch_gigpo plays the same groups in the real env
     if algo.name == "real_branch_gigpo":

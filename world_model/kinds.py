@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+import torch
+
 from world_model.config import WorldModelOptions
 from world_model.ensemble_options import EnsembleOptions
 from world_model.lightning_module import fit_world_model
@@ -23,26 +25,29 @@ class WorldModelKind:
 
     model: type
     """Its class; ``model.from_pretrained(folder)`` loads a saved one."""
-    build: Callable[[WorldModelOptions, TurnTokenizer, int], Any]
-    """``(options, tokenizer, seed)`` -> a fresh model over ``tokenizer``'s words (``tokenizer`` already
-    applies the options' word caps)."""
+    build: Callable[..., Any]
+    """``(options, tokenizer, seed, device="cpu")`` -> a fresh model over ``tokenizer``'s words
+    (``tokenizer`` already applies the options' word caps) on ``device``, the trainer's in a run, unless
+    the options pin one."""
     fit: Callable[..., dict[str, float]]
     """Its Lightning fit: ``(train, val, model, **keywords)``, the same keywords and returned keys for
     every kind."""
 
 
-def _build_latent(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int) -> WorldModel:
+def _build_latent(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int,
+                  device: str | torch.device = "cpu") -> WorldModel:
     """Reads the keys ``KIND_KEYS["latent"]`` lists (``world_model.config``; any other set is refused there)."""
-    return WorldModel(WorldModelConfig.from_options(tokenizer, options), tokenizer, seed=seed)
+    return WorldModel(WorldModelConfig.from_options(tokenizer, options), tokenizer, seed=seed).to(device)
 
 
-def _build_lm(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int) -> LMWorldModel:
+def _build_lm(options: WorldModelOptions, tokenizer: TurnTokenizer, seed: int,
+              device: str | torch.device = "cpu") -> LMWorldModel:
     """Reads the keys ``KIND_KEYS["lm"]`` lists: the ``lm`` section, the word caps (in ``tokenizer``) and
     the ensemble options (``bootstrap`` acts in the fit)."""
     ensemble = {f.name: getattr(options, f.name) for f in fields(EnsembleOptions)}  # declared once
     config = LMWorldModelConfig(options.lm, tokenizer.limits.observation, tokenizer.limits.action, len(tokenizer),
                                 **ensemble)
-    return LMWorldModel(config, tokenizer, seed=seed).to(options.lm.device)
+    return LMWorldModel(config, tokenizer, seed=seed).to(options.lm.device or device)  # lm.device pins it
 
 
 KINDS: dict[str, WorldModelKind] = {

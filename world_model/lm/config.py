@@ -45,8 +45,9 @@ class LMOptions:
     """LoRA scaling numerator (the update is scaled by lora_alpha / lora_rank)."""
     dtype: str = "float32"
     """Weights' dtype: ``float32`` or ``bfloat16`` (bf16 for a GPU)."""
-    device: str = "cpu"
-    """Where the model lives, is fitted and samples: ``cpu`` or ``cuda`` / ``cuda:N``."""
+    device: str | None = None
+    """Where the model lives, is fitted and samples: ``cpu`` or ``cuda`` / ``cuda:N``; None (the default)
+    puts it on the trainer's device (the CPU outside a run)."""
 
     def __post_init__(self) -> None:
         owner = "world_model.lm"
@@ -58,8 +59,10 @@ class LMOptions:
             raise ValueError(f"{owner}.num_heads ({self.num_heads}) must divide {owner}.hidden_size ({self.hidden_size})")
         if self.dtype not in DTYPES:
             raise ValueError(f"{owner}.dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if not (self.device == "cpu" or self.device == "cuda" or re.fullmatch(r"cuda:\d+", self.device)):
-            raise ValueError(f"{owner}.device must be cpu, cuda or cuda:N, got {self.device!r}")
+        if self.device is not None and not (
+            self.device == "cpu" or self.device == "cuda" or re.fullmatch(r"cuda:\d+", self.device)
+        ):
+            raise ValueError(f"{owner}.device must be null, cpu, cuda or cuda:N, got {self.device!r}")
         if self.lora_rank and self.pretrained is None:
             raise ValueError(f"{owner}.lora_rank needs {owner}.pretrained (LoRA adapts a pretrained model)")
         if not self.lora_alpha > 0:
