@@ -50,9 +50,9 @@ class LoopBar:
         self.bar = tqdm(desc=desc, total=plan.total, initial=plan.initial, unit=plan.unit, disable=not enabled)
 
     def advance(self, real_env_steps: int, **postfix: Any) -> None:
+        self.bar.set_postfix(**postfix, steps=real_env_steps, refresh=False)  # drawn with the update, not before
         self.bar.update(bar_advance(self.plan, self.steps, real_env_steps))
         self.steps = real_env_steps
-        self.bar.set_postfix(**postfix, steps=real_env_steps)
 
     def close(self) -> None:
         self.bar.close()
