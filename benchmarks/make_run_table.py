@@ -100,7 +100,7 @@ def write_tables(summary: dict, root: Path = REPO) -> list[Path]:
 def record_sweep(sweep: Path, *, commit: str, date: str, note: str, root: Path = REPO) -> dict:
     """Copy ``sweep``'s finished runs to ``RECORDS`` and its plot to ``PLOT``, and write ``SUMMARY``."""
     records = root / RECORDS
-    if records.exists():
+    if records.exists() and records.resolve() != sweep.resolve():  # the committed records again: kept as they are
         shutil.rmtree(records)  # the records of one make run, never a mix of two
     if not archive_finished(sweep, records):
         raise ValueError(f"no finished run (a folder with metrics.jsonl and a done marker) under {sweep}")

@@ -153,6 +153,14 @@ def test_the_summary_is_what_the_script_builds_from_the_records(tmp_path):
     assert json.loads((tmp_path / "docs" / "make_run.json").read_text(encoding="utf-8")) == SUMMARY
 
 
+def test_the_committed_records_given_as_the_sweep_are_kept(tmp_path):
+    shutil.copytree(REPO / "docs" / "make_run", tmp_path / "docs" / "make_run")
+    copy_pages(tmp_path)
+    summary = make_run_table.record_sweep(tmp_path / "docs" / "make_run", commit=SUMMARY["commit"],
+                                          date=SUMMARY["date"], note=SUMMARY["note"], root=tmp_path)
+    assert summary == SUMMARY
+
+
 def test_a_page_without_its_markers_is_refused(tmp_path):
     copy_pages(tmp_path)
     (tmp_path / "README.md").write_text("# no table here\n", encoding="utf-8")
