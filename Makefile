@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml
 # on CPU). Extra Hydra overrides: make run RUN_ARGS="seed=1". One torch thread unless OMP_NUM_THREADS
 # says otherwise: the models are tiny, and on a busy machine two threads per op wait on each other
 # (a warm-start step took about 5 s with two threads where one thread took a fraction of a second).
+# Its table goes into the README and docs/make_run.md from the run's records, never by hand:
+# $(PY) -m benchmarks.make_run_table multirun/<date>/<time> --note "how it ran"
 run: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m experiments.train -m experiment=quick $(RUN_ARGS)
 

@@ -26,7 +26,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from lightning.fabric import Fabric
 from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
 from envs import Trajectory, count_env_steps, make
 from envs.seeding import derive_seed
@@ -46,6 +45,7 @@ from experiments.phase_record import PhaseRecord
 from experiments.phase_timer import PhaseTimer
 from experiments.policy_folder import save_policy
 from experiments.policy_update import clipped_update
+from experiments.progress_bar import LoopBar, bar_plan
 from experiments.real_collection import collect_real, rollout_metrics
 from experiments.resume import resume_config
 from experiments.run_checkpoint import restore_parts, save_run_checkpoint
@@ -96,9 +96,10 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
 
     gap_watch = GapWatch(run.imagination.gap_warning, run.imagination.gap_warning_iterations)  # reads, never trains
     # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
-    bar = tqdm(range(first_iteration, trainer.iterations + 1), desc=f"{run.env.name}/{run.algo.name}",
-               initial=first_iteration - 1, total=trainer.iterations, disable=not trainer.progress or not parts.rank0)
-    for iteration in bar:
+    plan = bar_plan(trainer.iterations, trainer.max_env_steps, first_iteration, progress.real_env_steps)
+    bar = LoopBar(f"{run.env.name}/{run.algo.name}", plan, real_env_steps=progress.real_env_steps,
+                  enabled=trainer.progress and parts.rank0)
+    for iteration in range(first_iteration, trainer.iterations + 1):  # the bar: real env steps against a budget
         with timer.phase("other"):  # what no named phase takes: planning, bookkeeping, logging
             iteration_start = time.monotonic()
             n_real, n_imagined, planned = plan_groups(parts, progress, iteration)  # 2.
@@ -125,17 +126,23 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
             }
             progress.apply(log_iteration(parts, progress, iteration, metrics, trajectories, timer))  # 7.
             timer.reset()  # the next iteration's phases from here
-        gap = metrics.get("imagination/return_gap", float("nan"))  # NaN: nothing imagined
-        if gap_watch.observe(gap) and parts.rank0:
-            warn_gap(parts.logger, gap_watch, gap, real_env_steps=progress.real_env_steps)
-        bar.set_postfix(success=f"{rollout.success_rate:.2f}", steps=progress.real_env_steps)
+        watch_gap(parts, progress, gap_watch, metrics)
+        bar.advance(progress.real_env_steps, success=f"{rollout.success_rate:.2f}", iteration=iteration)
         stop, stopping = stop_here(parts, progress, iteration, timer, evaluated="eval/success_rate" in metrics)
         progress.apply(stopping)
         if parts.rank0 and trainer.checkpoint_every and iteration % trainer.checkpoint_every == 0:
             save_run_checkpoint(parts, progress, iteration, stopped=stop)
         if stop:
             break
+    bar.close()
     return finish(parts, progress)
+
+
+def watch_gap(parts: RunParts, progress: LoopProgress, gap_watch: GapWatch, metrics: dict[str, float]) -> None:
+    """Warn (rank 0) when the imagined-minus-real return gap has stayed large; the watch trains nothing."""
+    gap = metrics.get("imagination/return_gap", float("nan"))  # NaN: nothing imagined
+    if gap_watch.observe(gap) and parts.rank0:
+        warn_gap(parts.logger, gap_watch, gap, real_env_steps=progress.real_env_steps)
 
 
 def evaluate_start(parts: RunParts, timer: PhaseTimer) -> PhaseRecord:
