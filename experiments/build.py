@@ -255,6 +255,7 @@ def warm_start(run: Resolved, env_kwargs: dict[str, Any], policy: LMPolicy, *, p
         policy, experts, lr=ws.lr, batch_size=ws.batch_size, max_steps=ws.max_steps, eval_every=ws.eval_every,
         stop_at_success=ws.target_valid if ws.random_actions else ws.target_success,
         seed=derive_seed(run.seed, "clone"), progress=progress, log=log.info, evaluate=score,
+        scored_logits=run.policy.scored_logits,
     )
     if ws.cache_dir is not None:
         save_warm_start(ws.cache_dir, cache_inputs, policy.model, check_steps=sum(check_steps))

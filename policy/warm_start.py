@@ -17,6 +17,7 @@ from envs.agent import ExpertAgent
 from envs.collect import collect
 from envs.trajectory import Trajectory
 from policy.batch import TokenBatch
+from policy.logprobs import scored_token_logprobs
 from policy.losses import aggregate
 
 
@@ -27,9 +28,15 @@ def trim_left_padding(batch: TokenBatch) -> TokenBatch:
     return TokenBatch(batch.input_ids[:, start:], batch.attention_mask[:, start:], batch.response_mask[:, start:])
 
 
-def bc_loss(policy, batch: TokenBatch) -> torch.Tensor:
-    """The behaviour-cloning loss of ``policy`` on ``batch``: masked NLL of the response tokens."""
-    logp, _ = policy.log_probs(batch)  # (B, L)
+def bc_loss(policy, batch: TokenBatch, *, scored_logits: bool = False) -> torch.Tensor:
+    """The behaviour-cloning loss of ``policy`` on ``batch``: masked NLL of the response tokens. With
+    ``scored_logits`` the LM head runs only where a response token is predicted (``policy.scored_logits``):
+    a large vocabulary's (B, L, V) logits of every position are what fills memory otherwise."""
+    if scored_logits:
+        batch = batch.to(policy.device)
+        logp, _ = scored_token_logprobs(policy.model, batch.input_ids, batch.attention_mask, batch.response_mask)
+    else:
+        logp, _ = policy.log_probs(batch)  # (B, L)
     return -aggregate(logp, batch.response_mask.to(logp.device), "token-mean")  # mean NLL of the action tokens
 
 
@@ -46,6 +53,7 @@ def behaviour_clone(
     seed: int = 0,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    scored_logits: bool = False,
 ) -> dict[str, Any]:
     """Fit ``policy`` (an LMPolicy) to the expert's turns with AdamW on minibatches drawn with ``seed``.
 
@@ -53,6 +61,7 @@ def behaviour_clone(
     policy in eval mode); training stops at the first evaluation reaching ``stop_at_success``.
     The policy's train/eval mode is restored at the end. ``log`` (e.g. a run's logger) gets a line at
     the start and at every evaluation, so progress shows without a progress bar.
+    ``scored_logits``: see ``bc_loss``.
     Returns ``{"losses": per-step losses, "eval_steps", "success_rates", "steps", "stopped_early"}``.
     """
     if lr <= 0 or batch_size < 1 or max_steps < 0 or eval_every < 1:
@@ -73,7 +82,7 @@ def behaviour_clone(
     for step in bar:
         policy.train()
         rows = torch.randint(len(data), (min(batch_size, len(data)),), generator=generator)
-        loss = bc_loss(policy, trim_left_padding(data.index(rows)))
+        loss = bc_loss(policy, trim_left_padding(data.index(rows)), scored_logits=scored_logits)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

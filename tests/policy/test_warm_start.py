@@ -60,11 +60,12 @@ def test_same_seed_same_losses():
     assert other["losses"] != runs[0]["losses"]
 
 
-def test_bc_loss_is_cross_entropy_on_action_tokens_only():
+@pytest.mark.parametrize("scored_logits", [False, True])
+def test_bc_loss_is_cross_entropy_on_action_tokens_only(scored_logits):
     policy = make_policy()
     batch, samples = policy.encode(EXPERTS[:4])
     with torch.no_grad():
-        loss = bc_loss(policy, batch)
+        loss = bc_loss(policy, batch, scored_logits=scored_logits)
         logits = policy.model(batch.input_ids, attention_mask=batch.attention_mask,
                               position_ids=(batch.attention_mask.cumsum(-1) - 1).clamp(min=0)).logits  # (B, L, V)
     # independently: each action token (and EOS) is predicted from the column before it
@@ -119,3 +120,15 @@ def test_expert_trajectories_play_one_episode_per_given_seed():
     assert [t.seed for t in trajectories] == [7, 3, 11, 5, 2]
     assert len(trajectories) == 5 and all(t.success for t in trajectories)
     assert all(turn.action == turn.observation.split()[-1] for t in trajectories for turn in t.turns)
+
+
+def test_scored_bc_applies_the_lm_head_only_to_columns_that_predict_an_action_token():
+    policy = make_policy()
+    batch, _ = policy.encode(EXPERTS[:4])
+    widths = []
+    handle = policy.model.lm_head.register_forward_hook(lambda module, inputs, output: widths.append(inputs[0].shape[1]))
+    with torch.no_grad():
+        bc_loss(policy, batch, scored_logits=True)
+    handle.remove()
+    predicting = batch.response_mask[:, 1:].bool().any(dim=0)  # (L-1,) column t-1 predicts token t in some row
+    assert widths == [int(predicting.sum())] and widths[0] < batch.input_ids.shape[1]
