@@ -11,7 +11,8 @@ import torch
 from policy.advantages import gigpo_advantages, hgpo_advantages
 from policy.advantages.algorithms import TurnRows, critic_token_advantages
 from policy.advantages.config import AlgoConfig
-from policy.advantages.group_norm import normalise_in_groups
+from policy.advantages.group_norm import group_index, normalise_in_groups
+from policy.advantages.grpo import score_from_token_rewards
 from policy.advantages.sppo import sppo_advantages
 from policy.advantages.step_rows import StepRows, discounted_step_returns, episode_advantages
 from policy.advantages.tokens import broadcast_to_tokens
@@ -126,3 +127,21 @@ def test_token_rewards_sit_on_each_rows_last_action_token():
     cfg = AlgoConfig(name="ppo_token", gamma=1.0, lam=1.0, whiten_advantages=False)
     adv, returns = critic_token_advantages(cfg, rows, mask, torch.zeros(2, 3))
     assert adv.tolist() == [[1.0, 1.0, 0.0], [2.0, 2.0, 2.0]]
+
+
+def test_refusals_name_the_key_and_the_shapes():
+    with pytest.raises(ValueError, match=r"token_rewards \(2, 3\) and mask \(2, 2\) differ"):
+        score_from_token_rewards(torch.zeros(2, 3), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match=r"group keys must be 1-D, got shape \(2, 2\)"):
+        group_index(torch.zeros(2, 2))
+    with pytest.raises(ValueError, match=r"values must be 1-D \(N,\), got shape \(2, 1\)"):
+        normalise_in_groups(torch.zeros(2, 1), [0, 0])
+    with pytest.raises(ValueError, match="3 keys for 2 values"):
+        normalise_in_groups(torch.zeros(2), [0, 0, 1])
+    rows = one_trajectory([0.0, 1.0])
+    with pytest.raises(ValueError, match="mode='bogus' is not valid"):
+        hgpo_advantages(rows, mode="bogus")
+    with pytest.raises(ValueError, match="mode='bogus' is not valid"):
+        gigpo_advantages(rows, mode="bogus")
+    with pytest.raises(ValueError, match="K=-1 must be >= 0"):
+        hgpo_advantages(rows, K=-1)
