@@ -145,3 +145,21 @@ def test_refusals_name_the_key_and_the_shapes():
         gigpo_advantages(rows, mode="bogus")
     with pytest.raises(ValueError, match="K=-1 must be >= 0"):
         hgpo_advantages(rows, K=-1)
+
+
+def test_hgpo_levels_and_fractional_weights_by_hand_in_float64():
+    # One group, trajectories A (anchors s, t), B (s, t), C (u, t); only A's second step pays 1, gamma 1,
+    # so step returns are A 1, 1; B 0, 0; C 0, 0. A's step at t: level 1 (anchor t) holds 1, 0, 0
+    # (mean 1/3, population std sqrt(2)/3); level 2 (s, t) holds 1, 0 (mean 1/2, std 1/2).
+    # alpha 1/2: weights sqrt(2) and sqrt(3), in float64 as the rows are.
+    rows = StepRows([0] * 6, ["A", "A", "B", "B", "C", "C"], [0, 1] * 3, ["s", "t", "s", "t", "u", "t"],
+                    torch.tensor([0.0, 1.0, 0, 0, 0, 0], dtype=torch.float64),
+                    torch.tensor([1.0, 1.0, 0, 0, 0, 0], dtype=torch.float64))
+    result = hgpo_advantages(rows, gamma=1.0, alpha=0.5)
+    eps = 1e-6
+    a1, a2 = (2 / 3) / (math.sqrt(2) / 3 + eps), 0.5 / (0.5 + eps)
+    w1, w2 = math.sqrt(2), math.sqrt(3)
+    assert result.level_advantages[1].tolist() == pytest.approx([a1, a2, 0.0], rel=1e-12)
+    assert float(result.advantages[1]) == pytest.approx((w1 * a1 + w2 * a2) / (w1 + w2 + eps), rel=1e-12)
+    # A's first step: level 1 (anchor s) holds 1, 0 -> a2's value; no level 2 yet.
+    assert float(result.advantages[0]) == pytest.approx(w1 * a2 / (w1 + eps), rel=1e-12)
