@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from policy.advantages.config import AlgoConfig, CounterfactualConfig
+from policy.advantages.config import AlgoConfig, CounterfactualConfig, FusedConfig
 
 
 @pytest.mark.parametrize("key", ["siblings", "horizon", "critic_batch_size", "critic_trajectories"])
@@ -31,3 +31,13 @@ def test_numbers_take_their_edge_values():
     assert CounterfactualConfig(fallback_uncertainty=0.0).fallback_uncertainty == 0.0
     assert CounterfactualConfig(critic_lr=1e-9).critic_lr == 1e-9
     assert AlgoConfig(invalid_action_penalty=0.0).invalid_action_penalty == 0.0
+
+
+def test_more_edges_of_the_counterfactual_and_fused_configs():
+    assert CounterfactualConfig(critic_fit_steps=0).critic_fit_steps == 0  # 0 fit steps: keep the critic as is
+    assert FusedConfig(evpo_threshold=1.0).evpo_threshold == 1.0
+    for key, value in (("fallback_uncertainty", -1.0), ("critic_lr", -1.0), ("critic_lr", 0.0)):
+        with pytest.raises(ValueError, match=f"algo.counterfactual.{key} must be a number"):
+            CounterfactualConfig(**{key: value})
+    with pytest.raises(ValueError, match="algo.counterfactual.siblings_in_gradient"):
+        CounterfactualConfig(siblings_in_gradient="yes")

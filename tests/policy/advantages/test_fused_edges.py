@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from policy.advantages.algorithms import TurnRows
+from policy.advantages.config import FusedConfig
 from policy.advantages.cut_episodes import on_scored_rows
-from policy.advantages.fused import fuse, inverse_variance_weights
+from policy.advantages.fused import (
+    fuse,
+    fused_critic_weights,
+    inverse_variance_weights,
+    pooled_start_variance,
+)
 
 
 def test_a_limit_weight_takes_its_parent_whatever_the_other_holds():
@@ -44,3 +51,21 @@ def test_on_scored_rows_passes_a_fully_scored_batch_through():
         assert out.dtype == torch.float64 and out.tolist() == [0.0, 2.0, 4.0]
     out = on_scored_rows(double, rows([True, False, True]), None)
     assert out.tolist() == [0.0, 0.0, 4.0]
+
+
+def test_pooled_start_variance_by_hand():
+    # Group 0's start rows return 0 and 2 (squared deviations 1 + 1, one degree of freedom); group 1 has
+    # one start row (5: no degree of freedom, adds nothing); the non-start row (9) is not read.
+    returns = torch.tensor([0.0, 2.0, 5.0, 9.0])
+    starts = torch.tensor([True, True, True, False])
+    assert pooled_start_variance(returns, [0, 0, 1, 1], starts) == pytest.approx(2.0)
+    assert pooled_start_variance(returns, [0, 1, 2, 2], starts) == 0.0  # no group has two start rows
+
+
+def test_evpo_needs_explained_variance_above_the_threshold():
+    # Values 0 against returns 0 and 1: explained variance 1 - 1/4 / (1/4) = 0, not above the threshold 0.
+    weights = fused_critic_weights(FusedConfig(weighting="evpo", evpo_threshold=0.0),
+                                   critic_returns=torch.tensor([0.0, 1.0]), values=torch.zeros(2),
+                                   mc_returns=torch.zeros(2), scores=torch.zeros(2), group_ids=[0, 0], traj_ids=[0, 1],
+                                   levels=torch.zeros(2, dtype=torch.long), start_rows=torch.tensor([True, True]))
+    assert weights.tolist() == [0.0, 0.0]
