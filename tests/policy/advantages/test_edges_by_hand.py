@@ -163,3 +163,9 @@ def test_hgpo_levels_and_fractional_weights_by_hand_in_float64():
     assert float(result.advantages[1]) == pytest.approx((w1 * a1 + w2 * a2) / (w1 + w2 + eps), rel=1e-12)
     # A's first step: level 1 (anchor s) holds 1, 0 -> a2's value; no level 2 yet.
     assert float(result.advantages[0]) == pytest.approx(w1 * a2 / (w1 + eps), rel=1e-12)
+
+
+def test_critic_values_of_the_wrong_shape_are_named():
+    rows = turn_rows([0, 1], [0, 0], [1.0, 2.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"ppo_turn needs values of shape \(2,\), got \(2, 3\)"):
+        critic_token_advantages(AlgoConfig(name="ppo_turn"), rows, torch.ones(2, 3), torch.zeros(2, 3))
