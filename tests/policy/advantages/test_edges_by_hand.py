@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from policy.advantages import gigpo_advantages, hgpo_advantages
-from policy.advantages.algorithms import TurnRows, critic_token_advantages
+from policy.advantages.algorithms import TurnRows, critic_token_advantages, group_baseline_token_advantages
 from policy.advantages.config import AlgoConfig
 from policy.advantages.group_norm import group_index, normalise_in_groups
 from policy.advantages.grpo import score_from_token_rewards
@@ -169,3 +169,15 @@ def test_critic_values_of_the_wrong_shape_are_named():
     rows = turn_rows([0, 1], [0, 0], [1.0, 2.0], [1.0, 2.0])
     with pytest.raises(ValueError, match=r"ppo_turn needs values of shape \(2,\), got \(2, 3\)"):
         critic_token_advantages(AlgoConfig(name="ppo_turn"), rows, torch.ones(2, 3), torch.zeros(2, 3))
+
+
+def test_algo_hgpo_reads_its_history_levels():
+    # The trajectories of the float64 HGPO case above as TurnRows, algo.history_levels = 0: level 1 alone,
+    # so A's step at t gets 2 * a1 / (2 + 1e-6) with a1 = (2/3) / (sqrt(2)/3 + 1e-6) (alpha 1: weight 2).
+    rows = TurnRows(list(range(6)), torch.zeros(6, dtype=torch.long), torch.tensor([0, 0, 1, 1, 2, 2]),
+                    torch.tensor([0, 1] * 3), ["s", "t", "s", "t", "u", "t"],
+                    torch.tensor([0.0, 1.0, 0, 0, 0, 0]), torch.tensor([1.0, 1.0, 0, 0, 0, 0]))
+    cfg = AlgoConfig(name="hgpo", gamma=1.0, history_levels=0, alpha=1.0)
+    adv = group_baseline_token_advantages(cfg, rows, torch.ones(6, 1))  # (B, 1)
+    a1 = (2 / 3) / (math.sqrt(2) / 3 + 1e-6)
+    assert float(adv[1, 0]) == pytest.approx(2 * a1 / (2 + 1e-6), rel=1e-6)
