@@ -143,7 +143,7 @@ class DreamEnv:
     functions of the observation the env shows (a ``correct`` line, the player on the goal, no
     box off target), so once the text is sampled there is nothing left to predict, and a second
     prediction can only contradict it. Drawing done from the heads' probability independently of
-    the text let 4-9% of imagined turns say ``correct`` and go on; thresholding the heads still
+    the text could let an imagined turn say ``correct`` and go on; thresholding the heads still
     errs where they are imperfect. Reading the text with the env's rule makes the imagined episode
     one the real env could have produced from that text, and puts every modelling error in one
     place, the text, where the disagreement score sees it (MBPO likewise applies each env's known

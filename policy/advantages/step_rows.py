@@ -70,7 +70,7 @@ def discounted_step_returns(
     present = table_index >= 0  # (n_traj, L)
     r = torch.where(present, step_rewards[table_index.clamp(min=0)], 0.0)  # (n_traj, L)
     returns = torch.zeros_like(r)  # (n_traj, L)
-    running = torch.zeros_like(r[:, 0])  # (n_traj,)
+    running = r.new_zeros(n_traj)  # (n_traj,); not r[:, 0], which an empty batch (L = 0) does not have
     for t in reversed(range(length)):
         running = r[:, t] + gamma * running
         returns[:, t] = running

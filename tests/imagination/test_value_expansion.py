@@ -175,3 +175,52 @@ def test_check_value_expansion_refuses_what_it_cannot_do():
         check_value_expansion("value_expansion", True, "ppo_token", "token", 0)
     with pytest.raises(ValueError, match="warmup_iterations"):
         check_value_expansion("value_expansion", True, "ppo_turn", "turn", 2)
+
+
+def test_branches_skip_the_state_after_a_copied_prefix():
+    # One copied turn then two played ones (branch_turn 1): turn 0 was not trained here, so the state
+    # after it (k = 1) is no branch; the state after played turn 1 (k = 2) is.
+    prefix = episode([0.0], done_last=False).turns
+    branched = episode([0.0, 1.0], trajectory_id=4, prefix=prefix)
+    assert [(t.trajectory_id, k) for t, k in expansion_branches([branched])] == [(4, 2)]
+
+
+def _one_branch(cut: bool):
+    real = episode([0.0, 1.0], trajectory_id=10)
+    cont = episode([1.0], done_last=not cut, trajectory_id=20, source="imagined", prefix=real.turns[:1])
+    return real, cont
+
+
+def test_the_critic_is_asked_only_when_a_continuation_was_cut():
+    real, cont = _one_branch(cut=False)
+    asked = []
+
+    def end_values(states):
+        asked.append(list(states))
+        return torch.zeros(len(states))
+
+    targets = expanded_returns(torch.tensor([5.0]), [(0, 0)], [real], ImaginedGroups([cont], [[cont]], [(real, 1)]),
+                               end_values=end_values, gamma=0.5, invalid_action_penalty=0.0)
+    assert targets.tolist() == pytest.approx([0.0 + 0.5 * 1.0])  # r_0 + gamma * the continuation's 1
+    assert asked == []
+
+
+def test_expanded_returns_refuses_mismatched_inputs():
+    real, cont = _one_branch(cut=True)
+    imagined = ImaginedGroups([cont], [[cont]], [(real, 1)])
+    kwargs = dict(gamma=0.5, invalid_action_penalty=0.0)
+    with pytest.raises(ValueError, match=r"returns \(3,\) must be \(1,\), one per row"):
+        expanded_returns(torch.zeros(3), [(0, 0)], [real], imagined, end_values=lambda s: torch.zeros(len(s)), **kwargs)
+    with pytest.raises(ValueError):  # a critic that answers two values for one cut continuation
+        expanded_returns(torch.zeros(1), [(0, 0)], [real], imagined, end_values=lambda s: torch.zeros(2), **kwargs)
+    two_branches = ImaginedGroups([cont], [[cont]], [(real, 1), (real, 1)])  # two branch points, one group
+    with pytest.raises(ValueError):
+        expanded_returns(torch.zeros(1), [(0, 0)], [real], two_branches, end_values=lambda s: torch.zeros(len(s)),
+                         **kwargs)
+
+
+def test_refusals_say_what_is_wrong():
+    with pytest.raises(ValueError, match="budget must be >= 1, got 0"):
+        plan_expansion([], 0, random.Random(0))
+    with pytest.raises(ValueError, match="trains the policy on real turns only"):
+        check_value_expansion("value_expansion", True, "ppo_turn", "turn", 2)
