@@ -5,9 +5,10 @@ import math
 import pytest
 import torch
 
+from envs import TrajectoryStore
 from world_model.data import trainable
 from world_model.early_stop import EarlyStop, early_stop
-from world_model.plain_fit import fit_plain, plain_steps
+from world_model.plain_fit import fit_plain, plain_steps, refit_plain_on_store
 
 from .conftest import hidden_number_trajectories, tiny_model
 
@@ -63,3 +64,13 @@ def test_a_fit_with_no_early_stop_due_runs_to_the_cap_with_the_same_weights(hn_t
     assert (got["steps"], got["wm/val_losses"]) == (7, 4)
     expected = plain.state_dict()
     assert all(torch.equal(tensor, expected[name]) for name, tensor in watched.state_dict().items())
+
+
+def test_refit_on_store_hands_the_chosen_held_out_rows_to_the_fit(hn_tokenizer, tmp_path):
+    store = TrajectoryStore(tmp_path / "store")
+    store.append(hidden_number_trajectories(seed=1, groups=8))
+    # lr 0 and patience 1: the first reading after the first step does not improve, so one step
+    got = refit_plain_on_store(tiny_model(hn_tokenizer), store, steps=20, batch_size=4, lr=0.0, last=6,
+                               choose=lambda window: (window[:-2], window[-2:]),
+                               early_stop=EarlyStop(every=1, patience=1, min_delta=0.0))
+    assert (got["trajectories"], got["held_out"], got["steps"], got["wm/val_losses"]) == (4, 2, 1, 2)
