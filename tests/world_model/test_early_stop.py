@@ -8,7 +8,7 @@ import torch
 from envs import TrajectoryStore
 from world_model.data import trainable
 from world_model.early_stop import EarlyStop, early_stop
-from world_model.plain_fit import fit_plain, plain_steps, refit_plain_on_store
+from world_model.plain_fit import fit_plain, held_out_stop, plain_steps, refit_plain_on_store
 
 from .conftest import hidden_number_trajectories, tiny_model
 
@@ -74,3 +74,14 @@ def test_refit_on_store_hands_the_chosen_held_out_rows_to_the_fit(hn_tokenizer, 
                                choose=lambda window: (window[:-2], window[-2:]),
                                early_stop=EarlyStop(every=1, patience=1, min_delta=0.0))
     assert (got["trajectories"], got["held_out"], got["steps"], got["wm/val_losses"]) == (4, 2, 1, 2)
+
+
+def test_reading_the_held_out_loss_leaves_the_global_rng_alone(hn_tokenizer):
+    # a reading that drew from the global generator would move the fit's later draws (dropout, if a
+    # model had it): early stopping on would then change the weights of the steps it lets run
+    data = trainable(hidden_number_trajectories(seed=0, groups=8))
+    state = torch.get_rng_state()
+    losses: list[float] = []
+    stop = held_out_stop(tiny_model(hn_tokenizer), data[:4], EarlyStop(every=1, patience=5, min_delta=0.0), losses, 4)
+    assert stop is not None and stop(1) is False
+    assert len(losses) == 2 and torch.equal(torch.get_rng_state(), state)
