@@ -55,7 +55,8 @@ def arm_summary(result: dict) -> dict[str, float]:
         "fit_cpu_s": sum(r.get("time/phase/wm_fit_cpu_s", 0.0) for r in records),
         "refits": len(refits),
         "skipped": sum(r.get("wm/refit_skipped", 0.0) for r in records),
-        "fit_steps": sum(r.get("wm/fit_steps_used", math.nan) for r in refits),
+        "fit_steps": sum(used) if (used := [r["wm/fit_steps_used"] for r in refits if "wm/fit_steps_used" in r])
+        else math.nan,
         "success": evaluated[-1] if evaluated else math.nan,
     }
 
