@@ -85,7 +85,7 @@ class ImaginationConfig:
     fit_replay: float | None = None
     """Refit on the real trajectories collected since the last fit and a random replay of this share
     of the older ones among the newest ``fit_trajectories`` (``imagination.refit_rules.replay_rows``;
-    every row when nothing is new). The weights are always continued from the last fit. None: all the
+    every row when that leaves none). The weights are always continued from the last fit. None: all the
     newest ``fit_trajectories`` (1.0 trains on the same rows in the same order)."""
     fit_holdout: float | None = None
     """Stop a refit early on a held-out split of its new trajectories: this share of them (at least
