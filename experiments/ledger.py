@@ -17,7 +17,8 @@ other entries say which other real data the run drew on, so that none of it is o
 - ``eval_env_steps``: steps of the held-out evaluations, apart: they never train anything.
 
 ``steps_at_refit`` is the loop's own counter for ``imagination.refit_every_steps``: the real env
-steps at the world model's last fit.
+steps at the world model's last fit; ``iteration_at_refit`` the iteration of that fit (0: before RL),
+which tells the refit rules the trajectories collected since it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Ledger:
     eval_env_steps: int = 0
     evaluations: int = 0
     steps_at_refit: int = 0
+    iteration_at_refit: int = 0
 
     def as_record(self) -> dict[str, int]:
         """Plain JSON for a checkpoint."""
@@ -50,10 +52,13 @@ class Ledger:
         self.evaluations += 1
         self.eval_env_steps += env_steps
 
-    def count_fit(self, real_env_steps: int) -> None:
-        """The world model was (re)fitted after ``real_env_steps`` real steps: all of them are in its data."""
+    def count_fit(self, real_env_steps: int, iteration: int | None = None) -> None:
+        """The world model was (re)fitted after ``real_env_steps`` real steps (at ``iteration`` when
+        given): all of them are in its data."""
         self.world_model_real_steps = real_env_steps
         self.steps_at_refit = real_env_steps
+        if iteration is not None:
+            self.iteration_at_refit = iteration
 
 
 def ledger_summary(

@@ -104,7 +104,7 @@ class LoopProgress:
             self.gate.is_open = record.gate_open
         self.world_model_fitted = self.world_model_fitted or record.world_model_fitted
         if record.world_model_refit:
-            self.ledger.count_fit(self.real_env_steps)
+            self.ledger.count_fit(self.real_env_steps, record.refit_iteration)
         if record.world_model_expert_steps is not None:
             self.ledger.world_model_expert_steps = record.world_model_expert_steps
         self.imagined_groups_total += record.imagined_groups

@@ -35,6 +35,8 @@ class PhaseRecord:
     """The world model has been fitted (never unset)."""
     world_model_refit: bool = False
     """It was (re)fitted on the store: every real step so far, this record's included, is in its data."""
+    refit_iteration: int | None = None
+    """The iteration of that fit (the ledger's ``iteration_at_refit``); None leaves the ledger's entry."""
     world_model_expert_steps: int | None = None
     """The expert demonstrations' steps the world model was fitted on; None leaves the ledger's entry."""
     imagined_groups: int = 0

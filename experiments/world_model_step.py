@@ -39,6 +39,7 @@ def model_based_step(
         model_metrics = refit_and_gate(world_model, gate, parts.store, real.collected, parts.run.imagination, iteration,
                                        first_fit=not progress.world_model_fitted,
                                        new_real_steps=progress.real_env_steps - progress.ledger.steps_at_refit,
+                                       iteration_at_refit=progress.ledger.iteration_at_refit,
                                        fit_seed=derive_seed(parts.run.seed, "world-model-fit", iteration),
                                        log=lambda text, steps=progress.real_env_steps: parts.logger.log_text(
                                            "imagination/gate", text, real_env_steps=steps),
@@ -51,6 +52,7 @@ def model_based_step(
         groups=len(imagined.groups), trajectories=len(imagined.trajectories), recent=real.collected,
         gate_open=gate.is_open, world_model_fitted=True,
         world_model_refit="wm/fit_trajectories" in model_metrics,  # every real step so far is in its data
+        refit_iteration=iteration if "wm/fit_trajectories" in model_metrics else None,
         imagined_groups=len(imagined.groups), update_groups=len(imagined.groups) + len({t.group_id for t in real.kept}),
     )
     model_metrics.update(imagination_metrics(imagined, real.kept, real.collected,

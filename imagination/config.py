@@ -77,6 +77,28 @@ class ImaginationConfig:
     """Optimiser steps of the first fit (the model starts from scratch)."""
     fit_trajectories: int = 2000
     """Refits train on the store's most recent this many real trajectories."""
+    refit_below: float | None = None
+    """Refit when the model has fallen behind rather than on the clock: after the first fit, the world
+    model is refitted only at an iteration whose one-step exact match on its new real turns (the
+    gate's score) is below this (``imagination.refit_rules.should_refit``); ``fit_every`` and
+    ``refit_every_steps`` are then unused. ``wm/refit_skipped`` says what it decided. None: the clock."""
+    fit_replay: float | None = None
+    """Refit on the real trajectories collected since the last fit and a random replay of this share
+    of the older ones among the newest ``fit_trajectories`` (``imagination.refit_rules.replay_rows``;
+    every row when that leaves none). The weights are always continued from the last fit. None: all the
+    newest ``fit_trajectories`` (1.0 trains on the same rows in the same order)."""
+    fit_holdout: float | None = None
+    """Stop a refit early on a held-out split of its new trajectories: this share of them (at least
+    one, never all; none with fewer than two) is not trained on, its loss is read every
+    ``fit_eval_every`` steps, and the refit stops after ``fit_patience`` readings without an
+    improvement of more than ``fit_min_delta``, at ``fit_steps`` at most (``world_model.early_stop``).
+    ``wm/fit_steps_used`` says how many it took. Needs ``fit_loop=plain``. None: ``fit_steps`` always."""
+    fit_eval_every: int = 5
+    """Optimiser steps between readings of the held-out loss (``fit_holdout``)."""
+    fit_patience: int = 2
+    """Readings of the held-out loss without an improvement before a refit stops (``fit_holdout``)."""
+    fit_min_delta: float = 0.0
+    """How far below its best the held-out loss must go to count as an improvement (``fit_holdout``)."""
     fit_batch_size: int = 32
     """Trajectories per world-model batch."""
     fit_lr: float = 1e-3
@@ -107,7 +129,7 @@ class ImaginationConfig:
         _check_number("start_share", self.start_share, 0.0, 1.0)
         _check_number("gate_threshold", self.gate_threshold, 0.0, 1.0)
         for key in ("recent_trajectories", "fit_every", "fit_steps", "first_fit_steps", "fit_trajectories",
-                    "fit_batch_size"):
+                    "fit_batch_size", "fit_eval_every", "fit_patience"):
             _check_int(key, getattr(self, key), 1)
         _check_number("fit_lr", self.fit_lr, 1e-12)
         _check_int("refit_every_steps", self.refit_every_steps, 1, optional=True)
@@ -115,6 +137,17 @@ class ImaginationConfig:
         _check_int("gap_warning_iterations", self.gap_warning_iterations, 1)
         if self.fit_loop not in FIT_LOOPS:
             raise ValueError(f"imagination.fit_loop must be one of {FIT_LOOPS}, got {self.fit_loop!r}")
+        self._check_refit_rules()
+
+    def _check_refit_rules(self) -> None:
+        _check_number("refit_below", self.refit_below, 0.0, 1.0, optional=True)
+        _check_number("fit_replay", self.fit_replay, 0.0, 1.0, optional=True)
+        _check_number("fit_holdout", self.fit_holdout, 0.0, 0.9, optional=True)
+        if self.fit_holdout == 0:
+            raise ValueError("imagination.fit_holdout must be > 0 or null (null: no early stop), got 0")
+        _check_number("fit_min_delta", self.fit_min_delta, 0.0)
+        if self.fit_holdout is not None and self.fit_loop != "plain":
+            raise ValueError(f"imagination.fit_holdout needs imagination.fit_loop=plain, got {self.fit_loop!r}")
 
     def world_model_fit(self, first_fit: bool) -> FitSettings:
         """The settings of a world-model fit in the loop: ``first_fit_steps`` for the first (the model

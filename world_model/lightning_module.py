@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import torch
@@ -126,6 +127,8 @@ def refit_on_store(
     last: int | None = None,
     env_name: str | None = None,
     fit: Callable[..., dict[str, float]] = fit_world_model,
+    choose: Callable[[list[Trajectory]], tuple[list[Trajectory], list[Trajectory]]] | None = None,
+    **fit_options: Any,
 ) -> dict[str, float]:
     """Fit ``model`` in place for ``steps`` steps on the real trajectories of ``store``.
 
@@ -135,6 +138,9 @@ def refit_on_store(
     ``env_name`` keeps one env's. Returns ``fit_world_model``'s metrics (``train_after/*``,
     ``steps``, ...), with ``trajectories``, how many were trained on. ValueError when none is
     trainable. ``fit``: the fit function (``world_model.fitting.fit_any`` fits either model kind).
+    ``choose`` (None: every selected trajectory is trained on) splits the selection into the rows to
+    train on and those to hand ``fit`` as validation (``held_out`` in the metrics counts them);
+    ``fit_options`` go to ``fit`` as they are.
     """
     if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
         raise ValueError(f"last must be an integer >= 1 or None, got {last!r}")
@@ -142,7 +148,10 @@ def refit_on_store(
         trajectories = trainable(store.filter(source="real", env_name=env_name))
     else:  # decodes only the newest rows, not the whole store
         trajectories = store.newest(last, source="real", env_name=env_name, where=is_trainable)
-    metrics = fit(trajectories, [], model, max_steps=steps, batch_size=batch_size, lr=lr,
-                              weight_decay=weight_decay, seed=seed, score_train=False)
-    metrics["trajectories"] = len(trajectories)
+    train, held_out = (trajectories, []) if choose is None else choose(trajectories)
+    metrics = fit(train, held_out, model, max_steps=steps, batch_size=batch_size, lr=lr,
+                  weight_decay=weight_decay, seed=seed, score_train=False, **fit_options)
+    metrics["trajectories"] = len(train)
+    if choose is not None:
+        metrics["held_out"] = len(held_out)
     return metrics

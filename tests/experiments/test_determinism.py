@@ -85,6 +85,10 @@ CASES = {
     "model_based_ppo_turn_latent": ["algo=ppo_turn", "critic=latent", *SMALL_LATENT_CRITIC, *MODEL_BASED],
     # The decoder's copy path: the state carries the latest observation's words through imagination.
     "model_based_grpo_copy_observation": ["algo=grpo", *MODEL_BASED, "world_model.decoder.copy_observation=true"],
+    # Every refit rule on: the resumed run must know the iteration of the last fit (which rows are new).
+    "model_based_grpo_refit_rules": ["algo=grpo", *MODEL_BASED, "imagination.fit_loop=plain",
+                                     "imagination.refit_below=1.0", "imagination.fit_replay=0.5",
+                                     "imagination.fit_holdout=0.5", "imagination.fit_eval_every=1"],
     # Several minibatches per epoch, so the length buckets and trimming have rows to sort and columns to cut.
     "grpo_small_minibatches": ["algo=grpo", "algo.ppo.minibatch_size=4"],
 }
