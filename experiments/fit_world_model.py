@@ -9,7 +9,9 @@ collect one episode per seed (``data.expert_fraction`` of them by ``ExpertAgent`
 score the fresh model on the validation episodes, fit it with Lightning
 (``world_model.lightning_module.fit_world_model``), score it again. Everything lands in Hydra's run
 directory: ``config.yaml`` (resolved), ``tensorboard/``, ``checkpoints/last.ckpt``, the model
-(``models/world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer),
+(``models/world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer, with
+``fitted_on.json``: what it was fitted on, ``experiments/fitted_on.py``; ``world_model.init=DIR`` starts
+from a saved model instead of fresh weights),
 ``summary.json`` with the held-out losses before and after the fit, and a ``done`` or ``failed`` marker.
 """
 
@@ -123,6 +125,8 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
         "val_before": parts("val_before"), "val_after": parts("val_after"), "train_after": parts("train_after"),
         "collect_s": collect_s, "fit_s": metrics["fit_s"], "wall_s": time.monotonic() - start,
     }
+    if imported is not None:  # world_model.init: where from, and the weights' hash as loaded
+        summary["imported"] = imported.as_record()
     (run_dir / "summary.json").write_text(strict_dumps(summary, indent=2))
     return summary
 

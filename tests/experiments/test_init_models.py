@@ -16,8 +16,15 @@ from critic import LatentCritic, LatentCriticConfig, TokenCritic, TokenCriticCon
 from critic.config import LatentCriticSection
 from envs.registry import make
 from experiments.config import register_configs, validate
-from experiments.fitted_on import FITTED_ON, FittedOn, Source, env_options, read_fitted_on, vocabulary_sha256, \
-    write_fitted_on
+from experiments.fitted_on import (
+    FITTED_ON,
+    FittedOn,
+    Source,
+    env_options,
+    read_fitted_on,
+    vocabulary_sha256,
+    write_fitted_on,
+)
 from experiments.init_models import fitted_on_record, model_tokenizers, start_from_saved, weights_sha256
 from experiments.ledger import Ledger, ledger_summary
 from experiments.loop_progress import LoopProgress
@@ -36,6 +43,7 @@ TINY_LATENT = {"name": "latent", "num_members": 2, "head_hidden": 8, "latent_siz
                "decoder": {"model_size": 8, "num_layers": 1, "num_heads": 2, "latent_slots": 2}}
 TINY_LM = {"name": "lm", "num_members": 2, "head_hidden": 8,
            "lm": {"hidden_size": 16, "intermediate_size": 32, "num_layers": 1, "num_heads": 2, "history_turns": 1}}
+BY_HAND = (Source("by hand", 120, 40),)
 SECTION = LatentCriticSection(latent_size=8, embed_size=8, feature_size=8, conv_layers=0, head_hidden_size=0)
 
 
@@ -49,7 +57,7 @@ def world_model(options: dict, seed: int = 0):
 
 
 def save(model, folder: Path, env: str = ENV, env_kwargs: dict | None = None, tokenizers=None,
-         sources=(Source("by hand", 120, 40),)) -> Path:
+         sources=BY_HAND) -> Path:
     """``model`` saved as a run saves it: weights, config and ``fitted_on.json``."""
     model.save_pretrained(folder)
     tokenizers = model_tokenizers(model) if tokenizers is None else tokenizers
