@@ -85,7 +85,6 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
                                   warm_start_env_steps=count_env_steps(warm.experts),
                                   warm_start_check_steps=warm.check_steps)
     timer = progress.timer
-    progress.apply(PhaseRecord(imported_steps=imported_steps(parts.imported)))  # world_model.init, critic.init
     if parts.world_model is not None and warm.experts and run.imagination.fit_on_warm_start:  # (never when resuming)
         with timer.phase("wm_fit"):  # charged to iteration 1, as the first evaluation is
             progress.apply(fit_on_experts(parts, progress, warm.experts))
@@ -95,9 +94,8 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
         first_iteration = 1
     else:  # every counter, weight and RNG stream as they were after the checkpoint's iteration
         progress.restore(checkpoint.loop, parts.store)
-        progress.apply(PhaseRecord(imported_steps=imported_steps(parts.imported)))  # a checkpoint may predate them
         first_iteration = restore_parts(parts, progress, checkpoint)
-
+    progress.apply(PhaseRecord(imported_steps=imported_steps(parts.imported)))  # *.init; after any restore
     gap_watch = GapWatch(run.imagination.gap_warning, run.imagination.gap_warning_iterations)  # reads, never trains
     # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
     plan = bar_plan(trainer.iterations, trainer.max_env_steps, first_iteration, progress.real_env_steps)
