@@ -14,7 +14,8 @@ first iteration and then differ only through the critic.
 Figure: ``losses/explained_variance`` per iteration, the share of the variance of that iteration's
 value targets that the critic explained *before* its update on them (the learner reads the old
 values), so iteration 1 is the saved critic as it was loaded. Printed: per iteration the mean over
-seeds of each arm and of the paired difference, then every seed's values. The runs go into ``--out``
+seeds of each arm and of the paired difference, the mean over the iterations with the paired
+difference's standard error over seeds, then every seed's values. The runs go into ``--out``
 (one folder each, ``summary.json`` with its ledger: the warm runs show the earlier run's critic
 steps as ``imported_critic_real_steps``). Runs in this process, on one thread.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -60,6 +62,17 @@ def explained_variances(rows: list[dict]) -> list[float]:
     return [row[EV] for row in rows if row.get("iteration", 0) >= 1 and EV in row]
 
 
+def mean_line(values: dict[str, dict[int, list[float]]], seeds: Sequence[int]) -> str:
+    """Each arm's explained variance averaged over the iterations, then over seeds; and the paired
+    difference's mean with its standard error over seeds (one value per seed: its iterations' mean)."""
+    per_seed = {arm: [statistics.mean(values[arm][s]) for s in seeds] for arm in ("fresh", "warm")}
+    diff = [w - f for w, f in zip(per_seed["warm"], per_seed["fresh"], strict=True)]
+    se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+    return (f"mean over the iterations: fresh {statistics.mean(per_seed['fresh']):.3f}, warm "
+            f"{statistics.mean(per_seed['warm']):.3f}, warm - fresh {statistics.mean(diff):+.3f} "
+            f"(standard error over {len(diff)} seeds {se:.3f})")
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, list[float]]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--earlier-iterations", type=int, default=20, help="iterations of the run that saves the critic")
@@ -88,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[int, list[float]]]
         warm = [values["warm"][s][i] for s in args.seeds]
         diff = [w - f for w, f in zip(warm, fresh, strict=True)]
         print(f"{i + 1:>9}{statistics.mean(fresh):>9.3f}{statistics.mean(warm):>9.3f}{statistics.mean(diff):>+14.3f}")
+    print(mean_line(values, args.seeds))
     for arm in ("fresh", "warm"):
         for seed in args.seeds:
             print(f"{arm} seed {seed}: " + " ".join(f"{v:.3f}" for v in values[arm][seed]))
