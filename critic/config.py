@@ -74,6 +74,10 @@ class CriticConfig:
     """Sizes of the token critic."""
     latent: LatentCriticSection = field(default_factory=LatentCriticSection)
     """Sizes and word caps of the latent critic; the counterfactual step groups' critic uses them too."""
+    init: str | None = None
+    """A saved critic of this kind to start from (its folder, or a run folder that saved one): the run
+    builds the critic as configured and loads those weights. Refused at start, naming this key, when it
+    was saved for another env, other env options or another tokenizer (``experiments/init_models.py``)."""
 
     def __post_init__(self) -> None:
         check_choice("critic.name", self.name, CRITICS)

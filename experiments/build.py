@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from experiments.checkpoint import Checkpoint
 from experiments.config import Resolved
 from experiments.distributed import NullLogger, broadcast_json, broadcast_module_, rank_seed
 from experiments.evaluation import evaluate, training_eval_seeds
+from experiments.init_models import Imported, builds_world_model, model_tokenizers, start_from_saved
 from experiments.loop_options import check_loop_options
 from experiments.loop_progress import LoopProgress
 from experiments.metrics_logger import MetricsLogger
@@ -74,6 +75,8 @@ class RunParts:
     store: TrajectoryStore
     logger: MetricsLogger | NullLogger
     eval_seeds: list[int]
+    imported: dict[str, Imported] = field(default_factory=dict)
+    """The saved models the run started from (``world_model.init``, ``critic.init``), by name."""
 
     @property
     def rank0(self) -> bool:
@@ -96,6 +99,7 @@ def build_run(fabric: Fabric, run: Resolved, run_dir: Path) -> tuple[RunParts, W
               else NullLogger())
     store = TrajectoryStore(run_dir / "trajectories")  # every real rollout, for the world model
     world_model, counterfactual = build_model_based(run, env_kwargs, env.vocabulary(), fabric.device)
+    imported = start_from_saved_models(run, policy, critic, world_model)
     eval_seeds = training_eval_seeds(run.env.name, env_kwargs, run.seed, trainer.eval_episodes)  # the same every time
     warm = WarmStart(experts=[], check_steps=0)  # no warm start: no env steps (a resume restores its own)
     if (skipped := warm_start_skipped(run, resuming=checkpoint is not None)) is None:
@@ -104,7 +108,7 @@ def build_run(fabric: Fabric, run: Resolved, run_dir: Path) -> tuple[RunParts, W
         log.info(f"warm start skipped: {skipped}")
     learner, ref_model = build_learner(fabric, run, policy, critic)
     parts = RunParts(fabric, run, run_dir, env_kwargs, policy, critic, learner, ref_model, world_model,
-                     counterfactual, store, logger, eval_seeds)
+                     counterfactual, store, logger, eval_seeds, imported)
     return parts, warm, checkpoint
 
 
@@ -154,6 +158,20 @@ def build_critic(run: Resolved, policy: LMPolicy, vocabulary: list[str]) -> torc
     return LatentCritic(LatentCriticConfig.from_section(tokenizer, run.critic.latent), tokenizer, seed=seed)
 
 
+def start_from_saved_models(run: Resolved, policy: LMPolicy, critic: torch.nn.Module | None,
+                            world_model: WorldModelLike | None) -> dict[str, Imported]:
+    """Load ``critic.init`` and ``world_model.init`` into the freshly built models (checked against the
+    run's env and each model's tokenizer; ``experiments/init_models.py``)."""
+    imported = {}
+    for name, model, path in (("world_model", world_model, run.world_model.init), ("critic", critic, run.critic.init)):
+        if path is not None and model is not None:  # validation refused an init without its model
+            imported[name] = start_from_saved(model, path, name, run.env.name, dict(run.env.kwargs),
+                                              model_tokenizers(model, policy.tokenizer))
+            log.info(f"{name} starts from {imported[name].folder}: fitted on {imported[name].fitted_on.real_steps} "
+                     f"real and {imported[name].fitted_on.expert_steps} expert steps")
+    return imported
+
+
 def build_model_based(
     run: Resolved, env_kwargs: dict[str, Any], vocabulary: list[str], device: torch.device
 ) -> tuple[WorldModelLike | None, CounterfactualGiGPO | None]:
@@ -163,7 +181,7 @@ def build_model_based(
     ``real_branch_gigpo`` (the same groups played in the real env)."""
     algo = run.algo
     world_model = None
-    if run.imagination.enabled or algo.name == "counterfactual_gigpo":
+    if builds_world_model(run):
         world_model = build_world_model(run.world_model, run.env.name, env_kwargs, vocabulary,
                                         seed=derive_seed(run.seed, "world-model-init"), device=device)
     counterfactual = None

@@ -20,6 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from critic.config import CriticConfig
 from envs.checks import check_bool, check_int
 from envs.config import EnvConfig
+from experiments.init_models import check_init_keys
 from experiments.resolve import validate as validate_groups
 from imagination.config import ImaginationConfig
 from policy.advantages.config import AlgoConfig
@@ -204,5 +205,8 @@ def register_configs() -> None:
 
 
 def validate(cfg: DictConfig) -> Resolved:
-    """Build every dataclass (running its ``__post_init__`` checks) from a composed config."""
-    return validate_groups(cfg, Resolved)
+    """Build every dataclass (running its ``__post_init__`` checks) from a composed config, then check
+    the saved models it starts from (``world_model.init``, ``critic.init``)."""
+    run = validate_groups(cfg, Resolved)
+    check_init_keys(run)
+    return run

@@ -52,9 +52,11 @@ def added_keys() -> dict[str, dict[str, Any]]:
     today's default is reported as a difference: pass ``world_model.disagreement=mean``; one without
     ``world_model.ordinal_numbers`` had plain word embeddings; one without ``policy.lora``, ``policy.scored_logits``
     and ``policy.model_cache_dir`` trained every weight with full-vocabulary logits; one without
-    ``policy.system_prompt`` and ``policy.few_shot`` prompted with the fixed system message, no few-shot turns)."""
+    ``policy.system_prompt`` and ``policy.few_shot`` prompted with the fixed system message, no few-shot turns;
+    one without ``world_model.init`` or ``critic.init`` started from fresh weights)."""
     return {"world_model": {"name": "latent", "lm": asdict(LMOptions()), "bootstrap": False, "disagreement": "mean",
-                            "ordinal_numbers": False},
+                            "ordinal_numbers": False, "init": None},
+            "critic": {"init": None},
             "policy": {"lora": asdict(LoRAConfig()), "scored_logits": False, "model_cache_dir": None,
                        "system_prompt": SYSTEM_PROMPT, "few_shot": 0}}
 

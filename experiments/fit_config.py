@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig
 
 from envs.checks import check_int
 from envs.config import EnvConfig
+from experiments.init_models import check_saved
 from experiments.resolve import validate
 from world_model.config import WorldModelOptions
 from world_model.fit_settings import FitSettings
@@ -73,5 +74,9 @@ def register_fit_configs() -> None:
 
 
 def validate_fit(cfg: DictConfig) -> ResolvedFit:
-    """Build every dataclass (running its ``__post_init__`` checks) from a composed config."""
-    return validate(cfg, ResolvedFit)
+    """Build every dataclass (running its ``__post_init__`` checks) from a composed config, then check
+    the saved world model it starts from (``world_model.init``)."""
+    run = validate(cfg, ResolvedFit)
+    if run.world_model.init is not None:
+        check_saved(run.world_model.init, "world_model", run.env.name, run.env.kwargs)
+    return run

@@ -9,7 +9,9 @@ collect one episode per seed (``data.expert_fraction`` of them by ``ExpertAgent`
 score the fresh model on the validation episodes, fit it with Lightning
 (``world_model.lightning_module.fit_world_model``), score it again. Everything lands in Hydra's run
 directory: ``config.yaml`` (resolved), ``tensorboard/``, ``checkpoints/last.ckpt``, the model
-(``models/world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer),
+(``models/world_model/``, ``save_pretrained``: safetensors, config.json and the tokenizer, with
+``fitted_on.json``: what it was fitted on, ``experiments/fitted_on.py``; ``world_model.init=DIR`` starts
+from a saved model instead of fresh weights),
 ``summary.json`` with the held-out losses before and after the fit, and a ``done`` or ``failed`` marker.
 """
 
@@ -26,6 +28,8 @@ from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from envs.strict_json import strict_dumps
 from experiments.fit_config import ResolvedFit, register_fit_configs, validate_fit
+from experiments.fitted_on import Source, write_fitted_on
+from experiments.init_models import fitted_on_record, model_tokenizers, start_from_saved
 from experiments.markers import run_job
 from experiments.run_layout import model_dir
 from experiments.world_model_builder import build_world_model
@@ -63,12 +67,25 @@ def collect_split(run: ResolvedFit, part: str, seeds: list[int], next_ids: dict[
     return out
 
 
+def fit_source(run: ResolvedFit, run_dir: Path, train: list[Trajectory], seeds: list[int]) -> Source:
+    """What the model was fitted on (the training episodes; the validation ones only score it): the
+    scripted expert's steps (the first ``expert_fraction`` of the seeds) apart from the random agent's."""
+    expert_seeds = set(seeds[:round(len(seeds) * run.data.expert_fraction)])
+    expert = count_env_steps([t for t in train if t.seed in expert_seeds])
+    return Source(f"experiments.fit_world_model {run_dir} (scripted expert and random agent, expert_fraction "
+                  f"{run.data.expert_fraction}, seed {run.seed})", count_env_steps(train) - expert, expert)
+
+
 def fit(run: ResolvedFit, run_dir: Path) -> dict:
     start = time.monotonic()
     env_kwargs = dict(run.env.kwargs)
     env = make(run.env.name, **env_kwargs)  # a bad env option fails here, before any work
     model = build_world_model(run.world_model, run.env.name, env_kwargs, env.vocabulary(),
                               seed=derive_seed(run.seed, "world-model-init"))
+    imported = None  # world_model.init: start from a saved model's weights
+    if run.world_model.init is not None:
+        imported = start_from_saved(model, run.world_model.init, "world_model", run.env.name, env_kwargs,
+                                    model_tokenizers(model))
 
     # 1. Env seeds of the training split only (evaluation tasks stay unseen), held out by seed.
     data_seed = run.seed if run.data.seed is None else run.data.seed
@@ -92,6 +109,8 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
     # 3. Fit, scoring held-out episodes before and after.
     metrics = fit_any(train, val, model, **run.fit.keywords(), seed=derive_seed(run.seed, "wm-shuffle"), log_dir=run_dir)
     model.save_pretrained(model_dir(run_dir, "world_model"))
+    write_fitted_on(model_dir(run_dir, "world_model"), fitted_on_record(
+        imported, run.env.name, env_kwargs, model_tokenizers(model), fit_source(run, run_dir, train, train_seeds)))
 
     def parts(prefix: str) -> dict[str, float]:
         return {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}
@@ -106,6 +125,8 @@ def fit(run: ResolvedFit, run_dir: Path) -> dict:
         "val_before": parts("val_before"), "val_after": parts("val_after"), "train_after": parts("train_after"),
         "collect_s": collect_s, "fit_s": metrics["fit_s"], "wall_s": time.monotonic() - start,
     }
+    if imported is not None:  # world_model.init: where from, and the weights' hash as loaded
+        summary["imported"] = imported.as_record()
     (run_dir / "summary.json").write_text(strict_dumps(summary, indent=2))
     return summary
 

@@ -14,7 +14,12 @@ other entries say which other real data the run drew on, so that none of it is o
   refit trains on the store's newest episodes, so these are the RL steps it has been fitted on;
 - ``critic_real_steps``: the real steps in the critic's updates (the turns of the kept real
   episodes; a critic also sees imagined turns, which are not real steps);
-- ``eval_env_steps``: steps of the held-out evaluations, apart: they never train anything.
+- ``eval_env_steps``: steps of the held-out evaluations, apart: they never train anything;
+- ``imported_world_model_real_steps`` / ``imported_world_model_expert_steps``: the steps a saved world
+  model this run started from (``world_model.init``) had been fitted on, by its ``fitted_on.json``:
+  real data drawn on before this run, expert demonstrations apart; 0 without one;
+- ``imported_critic_real_steps`` / ``imported_critic_expert_steps``: likewise for ``critic.init``. A world
+  model and a critic saved by one run were fitted on much the same steps: the entries are not summed.
 
 ``steps_at_refit`` is the loop's own counter for ``imagination.refit_every_steps``: the real env
 steps at the world model's last fit; ``iteration_at_refit`` the iteration of that fit (0: before RL),
@@ -27,6 +32,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+IMPORTED = tuple(f"imported_{model}_{kind}_steps" for model in ("world_model", "critic") for kind in ("real", "expert"))
+"""The ledger's entries of the saved models a run started from."""
+
 
 @dataclass
 class Ledger:
@@ -37,6 +45,10 @@ class Ledger:
     evaluations: int = 0
     steps_at_refit: int = 0
     iteration_at_refit: int = 0
+    imported_world_model_real_steps: int = 0
+    imported_world_model_expert_steps: int = 0
+    imported_critic_real_steps: int = 0
+    imported_critic_expert_steps: int = 0
 
     def as_record(self) -> dict[str, int]:
         """Plain JSON for a checkpoint."""
@@ -51,6 +63,14 @@ class Ledger:
     def count_evaluation(self, env_steps: int) -> None:
         self.evaluations += 1
         self.eval_env_steps += env_steps
+
+    def count_imported(self, steps: dict[str, int]) -> None:
+        """The steps of the saved models the run started from (entries of ``IMPORTED``): set, not
+        added, so a resumed run that reads the same folders counts them once."""
+        for name, value in steps.items():
+            if name not in IMPORTED:
+                raise KeyError(f"not an imported-steps entry of the ledger: {name}")
+            setattr(self, name, value)
 
     def count_fit(self, real_env_steps: int, iteration: int | None = None) -> None:
         """The world model was (re)fitted after ``real_env_steps`` real steps (at ``iteration`` when
@@ -74,4 +94,9 @@ def ledger_summary(
         "critic_real_steps": ledger.critic_real_steps,
         "eval_env_steps": ledger.eval_env_steps,
         "evaluations": ledger.evaluations,
+        **imported_entries(ledger),
     }
+
+
+def imported_entries(ledger: Ledger) -> dict[str, int]:
+    return {name: getattr(ledger, name) for name in IMPORTED}

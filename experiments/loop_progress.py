@@ -110,6 +110,7 @@ class LoopProgress:
         self.imagined_groups_total += record.imagined_groups
         self.groups_total += record.update_groups
         self.ledger.critic_real_steps += record.critic_real_steps
+        self.ledger.count_imported(record.imported_steps)
         for env_steps in record.evaluations:
             self.ledger.count_evaluation(env_steps)
         if record.history_row is not None:

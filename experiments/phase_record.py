@@ -51,5 +51,7 @@ class PhaseRecord:
     """A logged iteration's record, appended to the history."""
     budget_cut: dict[str, int] | None = None
     """``trainer.max_env_steps`` stopped this collection short: where (``step_budget.budget_cut_entry``)."""
+    imported_steps: dict[str, int] = field(default_factory=dict)
+    """The ledger's ``imported_*`` entries: the steps of the saved models the run started from."""
     final_figures: dict[str, float] = field(default_factory=dict)
     """Figures added to the last history row (the final evaluation of a run stopped early)."""

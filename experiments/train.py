@@ -36,8 +36,10 @@ from experiments.config import Resolved, register_configs, validate
 from experiments.distributed import any_rank, check_multi_process, launch_ranks, world_size
 from experiments.eval_schedule import evaluation_due, mark_metrics
 from experiments.evaluation import render_transcript
+from experiments.fitted_on import Source, write_fitted_on
 from experiments.gap_warning import GapWatch, warn_gap
 from experiments.held_out_evaluation import evaluate_policy
+from experiments.init_models import Imported, fitted_on_record, model_tokenizers
 from experiments.ledger import ledger_summary
 from experiments.loop_progress import LoopProgress
 from experiments.markers import run_job
@@ -93,7 +95,7 @@ def train_on_rank(fabric: Fabric, run: Resolved, run_dir: Path) -> dict[str, flo
     else:  # every counter, weight and RNG stream as they were after the checkpoint's iteration
         progress.restore(checkpoint.loop, parts.store)
         first_iteration = restore_parts(parts, progress, checkpoint)
-
+    progress.apply(PhaseRecord(imported_steps=imported_steps(parts.imported)))  # *.init; after any restore
     gap_watch = GapWatch(run.imagination.gap_warning, run.imagination.gap_warning_iterations)  # reads, never trains
     # Every iteration runs phases 2-7, numbered as in the README's diagram of the loop.
     plan = bar_plan(trainer.iterations, trainer.max_env_steps, first_iteration, progress.real_env_steps)
@@ -143,6 +145,29 @@ def watch_gap(parts: RunParts, progress: LoopProgress, gap_watch: GapWatch, metr
     gap = metrics.get("imagination/return_gap", float("nan"))  # NaN: nothing imagined
     if gap_watch.observe(gap) and parts.rank0:
         warn_gap(parts.logger, gap_watch, gap, real_env_steps=progress.real_env_steps)
+
+
+def imported_steps(imported: dict[str, Imported]) -> dict[str, int]:
+    """The ledger's ``imported_*`` entries of the saved models the run started from."""
+    return {f"imported_{name}_{kind}_steps": getattr(saved.fitted_on, f"{kind}_steps")
+            for name, saved in imported.items() for kind in ("real", "expert")}
+
+
+def save_models(parts: RunParts, progress: LoopProgress) -> None:
+    """The final models under ``models/``, each critic and world model with its ``fitted_on.json``: the
+    saved model it started from, if any, then this run's steps by the ledger."""
+    run, ledger = parts.run, progress.ledger
+    save_policy(parts.policy, model_dir(parts.run_dir, "policy"))  # under models/ (experiments/run_layout.py)
+    collected_by = f"experiments.train {parts.run_dir} (algo={run.algo.name}, seed {run.seed})"
+    own = {"critic": Source(collected_by, ledger.critic_real_steps, 0),
+           "world_model": Source(collected_by, ledger.world_model_real_steps, ledger.world_model_expert_steps)}
+    for name, model in (("critic", parts.critic), ("world_model", parts.world_model)):
+        if model is None:
+            continue
+        folder = model_dir(parts.run_dir, name)
+        model.save_pretrained(folder)  # safetensors + config.json, loadable without the training stack
+        write_fitted_on(folder, fitted_on_record(parts.imported.get(name), run.env.name, parts.env_kwargs,
+                                                 model_tokenizers(model, parts.policy.tokenizer), own[name]))
 
 
 def evaluate_start(parts: RunParts, timer: PhaseTimer) -> PhaseRecord:
@@ -243,11 +268,7 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
     run, history = parts.run, progress.history
     parts.logger.close()
     if parts.rank0:
-        save_policy(parts.policy, model_dir(parts.run_dir, "policy"))  # under models/ (experiments/run_layout.py)
-        if parts.critic is not None:  # safetensors + config.json, loadable without the training stack
-            parts.critic.save_pretrained(model_dir(parts.run_dir, "critic"))
-        if parts.world_model is not None:
-            parts.world_model.save_pretrained(model_dir(parts.run_dir, "world_model"))
+        save_models(parts, progress)
     summary = {
         "env": run.env.name, "algo": run.algo.name, "seed": run.seed, "iterations": history[-1]["iteration"],
         "real_env_steps": progress.real_env_steps, "warm_start_env_steps": progress.warm_start_env_steps,
@@ -257,6 +278,8 @@ def finish(parts: RunParts, progress: LoopProgress) -> dict[str, Any]:
                                  warm_start_expert_steps=progress.warm_start_env_steps,
                                  warm_start_check_steps=progress.warm_start_check_steps),
     }
+    if parts.imported:  # world_model.init, critic.init: where from, and the weights' hash as loaded
+        summary["imported"] = {name: saved.as_record() for name, saved in parts.imported.items()}
     if progress.budget_cut is not None:  # trainer.max_env_steps stopped the last collection short
         summary["budget_cut"] = progress.budget_cut
     if parts.world_model is not None:

@@ -72,7 +72,7 @@ KIND_NAMES = ("latent", "lm")
 (the table imports the models, which import this module); a test holds the two equal."""
 
 SHARED_KEYS = ("name", "num_members", "head_hidden", "disagreement", "bootstrap", "max_observation_words",
-               "max_action_words")
+               "max_action_words", "init")
 """The ``world_model`` keys every kind reads."""
 KIND_KEYS: dict[str, tuple[str, ...]] = {
     "latent": (*SHARED_KEYS, "ordinal_numbers", "latent_size", "encoder", "decoder"),
@@ -139,6 +139,11 @@ class WorldModelOptions(LatentOptions):
     """Words kept of each observation; None uses the env's own cap (``default_token_limits``)."""
     max_action_words: int | None = None
     """Words kept of each action; None uses the env's own cap."""
+    init: str | None = None
+    """A saved world model to start a training run from (its folder, or a run or
+    ``experiments.fit_world_model`` folder that saved one): the run builds the model as configured, loads
+    those weights and refits as configured. Refused at start, naming this key, when it was saved for
+    another env, other env options or another tokenizer (``experiments/init_models.py``)."""
 
     def __post_init__(self) -> None:
         check_score(self.disagreement, "world_model.disagreement")

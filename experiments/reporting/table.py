@@ -233,15 +233,28 @@ LEDGER_COLUMNS = (
 )
 
 
+IMPORTED_COLUMNS = (
+    # the steps of the saved models a run started from (world_model.init, critic.init)
+    ("imported_world_model_real_steps", "imported world model: real"),
+    ("imported_world_model_expert_steps", "imported world model: expert"),
+    ("imported_critic_real_steps", "imported critic: real"),
+    ("imported_critic_expert_steps", "imported critic: expert"),
+)
+
+
 def ledger_table(configs: Mapping[str, Sequence[Run]]) -> str:
     """Every run's ledger of env steps (``experiments/ledger.py``): the x-axis, the expert steps of its
     warm start and of the warm start's success checks, the real steps its world model and critic were
-    fitted on, and its evaluation steps. ``-`` where a run has no such entry (an older run) or it is
-    unknown (None: a warm start loaded from a cache folder that predates the count)."""
-    lines = [["configuration", "seed", *(column for _, column in LEDGER_COLUMNS)]]
+    fitted on, and its evaluation steps; when any run started from saved models, their steps too.
+    ``-`` where a run has no such entry (an older run) or it is unknown (None: a warm start loaded
+    from a cache folder that predates the count)."""
+    every = [run for runs in configs.values() for run in runs]
+    imported = any(run.ledger.get(key) for run in every for key, _ in IMPORTED_COLUMNS)
+    columns = (*LEDGER_COLUMNS, *(IMPORTED_COLUMNS if imported else ()))
+    lines = [["configuration", "seed", *(column for _, column in columns)]]
     for label, runs in configs.items():
         for run in runs:
-            cells = [run.ledger.get(key) for key, _ in LEDGER_COLUMNS]
+            cells = [run.ledger.get(key) for key, _ in columns]
             lines.append([label, "-" if run.seed is None else str(run.seed),
                           *("-" if value is None else f"{value:,}" for value in cells)])
     return _markdown(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from envs import TrajectoryStore
 from world_model import WorldModel
@@ -64,6 +67,33 @@ def test_tiny_fit_writes_model_summary_and_done(tmp_path):
     assert len({t.trajectory_id for t in train + val}) == 16
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert list((run_dir / "tensorboard" / "version_0").glob("events.out.tfevents.*"))
+    # What it was fitted on: the 14 training episodes, the first 7 (ids 0-6) by the scripted expert.
+    fitted_on = json.loads((run_dir / "models" / "world_model" / "fitted_on.json").read_text())
+    expert = sum(t.num_turns for t in train if t.trajectory_id < 7)
+    assert (fitted_on["env"], fitted_on["env_options"]["observation"]) == ("hidden_number", "transcript")
+    assert (fitted_on["real_steps"], fitted_on["expert_steps"]) == (sum(t.num_turns for t in train) - expert, expert)
+
+    # A second fit starts from the first one's weights, and its record adds its own steps to the first's.
+    again = tmp_path / "again"
+    proc = run_fit(again, *TINY, "data.seed=5", f"world_model.init={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((again / "summary.json").read_text())
+    saved = load_file(run_dir / "models" / "world_model" / "model.safetensors")
+    assert summary["imported"]["weights_sha256"] == tensors_sha256(saved)
+    second = json.loads((again / "models" / "world_model" / "fitted_on.json").read_text())
+    assert second["sources"][0] == fitted_on["sources"][0] and len(second["sources"]) == 2
+    assert second["real_steps"] == fitted_on["real_steps"] + second["sources"][1]["real_steps"]
+
+
+def tensors_sha256(tensors: dict) -> str:
+    """sha256 over name, dtype, shape and bytes of each tensor, by sorted name (written apart from the
+    code's ``weights_sha256``)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.flatten().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def test_typo_key_fails_at_start(tmp_path):

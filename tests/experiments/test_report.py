@@ -312,6 +312,23 @@ def test_the_ledger_table_shows_warm_start_check_steps_and_a_dash_when_unknown(t
     assert cells == {"hidden_number: cloned": "4,321", "hidden_number: unknown": "-", "hidden_number: older": "-"}
 
 
+def test_the_ledger_table_shows_the_imported_steps_only_when_a_run_started_from_saved_models(tmp_path):
+    from experiments.reporting.table import ledger_table
+
+    base = {"real_env_steps": 900, "warm_start_expert_steps": 1234, "world_model_real_steps": 0,
+            "world_model_expert_steps": 0, "critic_real_steps": 0, "eval_env_steps": 2560, "evaluations": 4}
+    curve = [(0, 0.1), (900, 0.5)]
+    make_run(tmp_path / "fresh_s0", None, curve, seed=0, ledger=base)
+    assert "imported" not in ledger_table(configurations(load_runs(tmp_path)))
+    make_run(tmp_path / "warm_s0", None, curve, seed=0, ledger={**base, "imported_critic_real_steps": 5120,
+                                                               "imported_critic_expert_steps": 0})
+    lines = ledger_table(configurations(load_runs(tmp_path))).splitlines()
+    header = [cell.strip() for cell in lines[0].split("|")[1:-1]]
+    column = header.index("imported critic: real")
+    cells = {line.split("|")[1].strip(): line.split("|")[1:-1][column].strip() for line in lines[2:]}
+    assert cells == {"hidden_number: warm": "5,120", "hidden_number: fresh": "-"}
+
+
 def test_value_at_a_budget_needs_the_run_to_have_spent_it():
     curve = [(0, 0.1), (100, 0.5), (240, 0.8)]
     assert value_at_budget(curve, 0) == 0.1 and value_at_budget(curve, 99) == 0.1
