@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import resource
 
-from benchmarks.llm_iteration_memory import maxrss_bytes, one_iteration
+from benchmarks.llm_iteration_memory import current_rss_bytes, maxrss_bytes, one_iteration
 from benchmarks.llm_sampling_cost import Timed, compare_sampling, group_prompt
 from benchmarks.llm_trl_update import trl_missing, trl_updates
 from benchmarks.llm_update_cost import reverie_updates, update_rows
@@ -51,6 +52,22 @@ def smollm2_policy(new_tokens: int, seed: int) -> LMPolicy:
     return LMPolicy(adapters.base_model.model, tokenizer, cfg, seed=seed, adapters=adapters, **preamble)
 
 
+def peak_gib() -> float:
+    """This process's peak resident memory (since the last ``reset_peak``), GiB: Linux's VmHWM, else ru_maxrss."""
+    peak = current_rss_bytes(os.getpid(), field="VmHWM")
+    return (peak if peak is not None else maxrss_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)) / GIB
+
+
+def reset_peak() -> None:
+    """Start this process's peak memory afresh (Linux: ``5`` to ``/proc/self/clear_refs``), so each part
+    reports its own; elsewhere the peaks stay cumulative."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        pass
+
+
 def rate_line(name: str, timed: Timed) -> str:
     return (f"  {name:<28} {timed.tokens:>6} tokens  {timed.cpu_s:8.2f} CPU s  {timed.per_cpu_second:9.1f} tok/CPU s"
             f"  ({timed.wall_s:.2f} wall s, {timed.per_wall_second:.1f} tok/wall s)")
@@ -67,6 +84,7 @@ def sampling_part(policy: LMPolicy, prompt: str, args) -> dict:
     print(rate_line("Reverie LMPolicy.generate", result["reverie"]))
     print(rate_line("HF model.generate", result["hf"]))
     print(ratio_line("Reverie / HF", result["reverie"], result["hf"]))
+    print(f"  peak RSS of this process (load and sampling): {peak_gib():.2f} GiB")
     return result
 
 
@@ -76,12 +94,17 @@ def update_part(policy: LMPolicy, generation, args) -> None:
           f"action tokens), one optimizer step per update, {args.repeats} updates")
     missing = trl_missing()
     trl = None
+    gc.collect()
     if missing is None:
+        reset_peak()
         trl = trl_updates(policy.adapters, policy.tokenizer, data, pad=policy.pad_token_id,
                           max_new_tokens=args.new_tokens, lr=args.lr, repeats=args.repeats)
         gc.collect()
+        print(f"  peak RSS of this process during TRL's updates: {peak_gib():.2f} GiB")
+    reset_peak()
     loss, ours = reverie_updates(policy.model, data, lr=args.lr, repeats=args.repeats, scored_logits=True)
     print(rate_line("Reverie PPOLearner.update", ours))
+    print(f"  peak RSS of this process during Reverie's updates: {peak_gib():.2f} GiB")
     if trl is None:
         print(f"  TRL: {missing}")
         return
@@ -116,8 +139,7 @@ def compare_parts(args) -> None:
     prompt = group_prompt(policy, ENV, ENV_KWARGS, args.seed)
     result = sampling_part(policy, prompt, args)
     update_part(policy, result["generation"], args)
-    print(f"  peak RSS of this process (parts 1-2): "
-          f"{maxrss_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / GIB:.2f} GiB")
+    del policy, result
     gc.collect()
 
 

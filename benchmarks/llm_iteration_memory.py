@@ -2,8 +2,9 @@
 
 The run is ``python -m experiments.train`` in a child process: hidden_number, no warm start, one
 iteration, and the smallest evaluation the trainer allows (one held-out episode; it evaluates before the
-first iteration and after the last). Its peak is the child's ``ru_maxrss`` (``RUSAGE_CHILDREN``, what
-``/usr/bin/time -v`` reports), read after it exits, so nothing of the measuring process is counted.
+first iteration and after the last). Its peak is the child's own high-water mark (``VmHWM``, what
+``/usr/bin/time -v`` reports as its maximum resident set size), polled while it runs, so nothing of the
+measuring process is counted.
 The child is killed once its resident memory passes a limit: with the default minibatch of 64 rows, the
 update's activations (every layer's, for the backward pass, of 64 rows of a few hundred tokens) fill
 tens of GB, which on a shared machine would take everyone's memory.
@@ -47,12 +48,13 @@ def maxrss_bytes(ru_maxrss: int) -> int:
     return ru_maxrss if sys.platform == "darwin" else ru_maxrss * 1024
 
 
-def current_rss_bytes(pid: int) -> int | None:
-    """The resident memory of process ``pid`` now (Linux ``/proc``); None where it cannot be read."""
+def current_rss_bytes(pid: int, field: str = "VmRSS") -> int | None:
+    """The resident memory of process ``pid`` now (``VmHWM``: its peak) from Linux ``/proc``; None where it
+    cannot be read."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
@@ -60,33 +62,42 @@ def current_rss_bytes(pid: int) -> int | None:
 
 
 def run_child(args: list[str], *, limit_bytes: int | None = None, timeout_s: float | None = None) -> ChildRun:
-    """``python args...`` in a child process with one thread; its peak RSS (the largest of this process's
-    waited-for children so far, so call it from a process that has run no larger child) and wall time.
-    With ``limit_bytes``, the child is killed once its resident memory passes the limit (polled every
-    0.2 s), so a run that would fill a shared machine stops first."""
+    """``python args...`` in a child process with one thread; its peak RSS and wall time.
+
+    The peak is the child's own ``VmHWM`` (Linux ``/proc``), polled every 0.1 s while it runs: a forked
+    child's ``ru_maxrss`` starts at its parent's size (the parent's high-water mark survives the exec), so
+    from a process that has loaded a model it would report that model, not the child. Without ``/proc``
+    it falls back to ``RUSAGE_CHILDREN``. With ``limit_bytes``, the child is killed once its resident
+    memory passes the limit, so a run that would fill a shared machine stops first."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:
         child = subprocess.Popen([sys.executable, *args], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-        stopped = watch(child, limit_bytes, timeout_s)
+        peak, stopped = watch(child, limit_bytes, timeout_s)
         wall = time.perf_counter() - start
         log.seek(0)
         tail = log.read()[-2000:]
-    peak = maxrss_bytes(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    if peak is None:
+        peak = maxrss_bytes(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     return ChildRun(child.returncode, peak, wall, tail, stopped)
 
 
-def watch(child: subprocess.Popen, limit_bytes: int | None, timeout_s: float | None) -> bool:
-    """Wait for ``child``; kill it when its RSS passes ``limit_bytes`` (True) or ``timeout_s`` runs out."""
+def watch(child: subprocess.Popen, limit_bytes: int | None,
+          timeout_s: float | None) -> tuple[int | None, bool]:
+    """Wait for ``child``: its polled peak RSS (None if unreadable) and whether it was killed for passing
+    ``limit_bytes`` (it is killed at ``timeout_s`` too)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    peak = None
     while child.poll() is None:
-        rss = current_rss_bytes(child.pid) if limit_bytes is not None else None
-        if (rss is not None and rss > limit_bytes) or (deadline is not None and time.monotonic() > deadline):
+        seen = current_rss_bytes(child.pid, field="VmHWM")
+        peak = peak if seen is None else max(seen, peak or 0)
+        over = limit_bytes is not None and seen is not None and seen > limit_bytes
+        if over or (deadline is not None and time.monotonic() > deadline):
             child.kill()
             child.wait()
-            return rss is not None and rss > limit_bytes
-        time.sleep(0.2)
-    return False
+            return peak, over
+        time.sleep(0.1)
+    return peak, False
 
 
 def one_iteration(groups: int, group_size: int, *, minibatch_size: int | None = None,

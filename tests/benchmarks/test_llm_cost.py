@@ -97,9 +97,11 @@ def test_the_updates_first_loss_is_grpos_clipped_token_mean_and_trls_agrees(poli
 
 
 def test_the_child_runs_peak_memory_is_read_from_outside():
-    run = run_child(["-c", "block = bytearray(300 * 2**20); block[::4096] = b'x' * len(block[::4096])"])
+    touch = "block = bytearray(300 * 2**20); block[::4096] = b'x' * len(block[::4096]); import time; time.sleep(1)"
+    run = run_child(["-c", touch])
     assert run.returncode == 0
-    assert run.peak_rss_bytes >= 300 * 2**20
+    # the child's own peak: at least its block, far below this (model-loading) test process's own size
+    assert 300 * 2**20 <= run.peak_rss_bytes < 350 * 2**20
     assert run.wall_s > 0
 
 
