@@ -1,6 +1,6 @@
 """What SmolLM2-135M-Instruct with LoRA costs on CPU: collection, the update, one iteration's memory.
 
-    python -m benchmarks.llm_cost [--rows 16] [--new-tokens 12] [--repeats 2] [--episodes 64] [--minibatch-size N]
+    python -m benchmarks.llm_cost [--rows 8] [--new-tokens 12] [--repeats 2] [--episodes 64] [--minibatch-size N]
         [--memory-limit-gb 6] [--skip-compare] [--skip-iteration]
 
 1. Collection: tokens per second of Reverie's sampling path (``LMPolicy.generate``, what collection calls)
@@ -145,7 +145,7 @@ def compare_parts(args) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=16, help="rows sampled, and trained on in the update")
+    parser.add_argument("--rows", type=int, default=GROUP_SIZE, help="rows sampled (one group), and trained on")
     parser.add_argument("--new-tokens", type=int, default=12, help="new tokens at most (smollm2's max_action_tokens)")
     parser.add_argument("--repeats", type=int, default=2, help="sampling runs and updates timed per path")
     parser.add_argument("--episodes", type=int, default=64, help="episodes of the measured iteration (8 per group)")
