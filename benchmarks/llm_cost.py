@@ -9,7 +9,7 @@
    (``benchmarks.llm_sampling_cost``).
 2. The LoRA update: tokens per second of ``PPOLearner.update`` on those sampled rows (one minibatch, one
    optimizer step per update; ``benchmarks.llm_update_cost``) and, when ``trl`` is installed
-   (``pip install -e .[bench]``), of TRL's GRPOTrainer loss on the same rows and LoRA, with both losses
+   (``pip install -e '.[bench]'``), of TRL's GRPOTrainer loss on the same rows and LoRA, with both losses
    at the same weights compared (``benchmarks.llm_trl_update``).
 3. One default-size iteration (``--episodes`` = groups_per_iteration x group_size, 64 by default) of
    ``policy=smollm2 algo=grpo`` on hidden_number, run by ``experiments.train`` in a child process: its

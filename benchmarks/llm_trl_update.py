@@ -1,6 +1,6 @@
 """TRL's GRPOTrainer loss on the same rows and LoRA as Reverie's update (``benchmarks.llm_update_cost``).
 
-TRL is optional (``pip install -e .[bench]``); ``trl_missing`` says why this part cannot run. The trainer
+TRL is optional (``pip install -e '.[bench]'``); ``trl_missing`` says why this part cannot run. The trainer
 is built on a copy of the LoRA policy (its patched forward and its own optimizer touch nothing of
 Reverie's), then each update is what one GRPOTrainer step does with the loss: ``compute_loss`` on the
 rows, backward, gradient clip at 1.0, one Adam step. Its loss is ``loss_type="bnpo"`` (the sum of the
@@ -24,7 +24,7 @@ from benchmarks.llm_update_cost import UpdateRows
 def trl_missing() -> str | None:
     """None when ``trl`` imports; otherwise the reason (to print)."""
     if importlib.util.find_spec("trl") is None:
-        return "not installed (pip install -e .[bench] adds it)"
+        return "not installed (pip install -e '.[bench]' adds it)"
     return None
 
 
