@@ -1,7 +1,7 @@
 """TRL's GRPOTrainer loss on the same rows and LoRA as Reverie's update (``benchmarks.llm_update_cost``).
 
-TRL is optional (``pip install -e '.[bench]'``); ``trl_missing`` says why this part cannot run. The trainer
-is built on a copy of the LoRA policy (its patched forward and its own optimizer touch nothing of
+TRL is optional (``pip install -e '.[bench]'``); ``trl_missing`` says why this part cannot run. The
+trainer is built on a copy of the LoRA policy (its patched forward and its own optimizer touch nothing of
 Reverie's), then each update is what one GRPOTrainer step does with the loss: ``compute_loss`` on the
 rows, backward, gradient clip at 1.0, one Adam step. Its loss is ``loss_type="bnpo"`` (the sum of the
 per-token clipped losses over every action token of the batch, over their count: Reverie's

@@ -96,6 +96,19 @@ def test_the_updates_first_loss_is_grpos_clipped_token_mean_and_trls_agrees(poli
     assert trl_loss == pytest.approx(loss, abs=1e-5)
 
 
+def test_without_trl_the_update_part_says_so_and_times_reverie_alone(policy, sampled, monkeypatch, capsys):
+    import argparse
+
+    import benchmarks.llm_cost as llm_cost
+
+    monkeypatch.setattr(llm_cost, "trl_missing", lambda: "not installed (test)")
+    args = argparse.Namespace(seed=0, lr=1e-3, repeats=1, new_tokens=NEW_TOKENS)
+    llm_cost.update_part(policy, sampled[1]["generation"], args)
+    printed = capsys.readouterr().out
+    assert "TRL: not installed (test)" in printed and "Reverie PPOLearner.update" in printed
+    assert "TRL GRPOTrainer" not in printed
+
+
 def test_the_child_runs_peak_memory_is_read_from_outside():
     touch = "block = bytearray(300 * 2**20); block[::4096] = b'x' * len(block[::4096]); import time; time.sleep(1)"
     run = run_child(["-c", touch])
