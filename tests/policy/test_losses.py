@@ -248,6 +248,9 @@ def test_kl_estimators_by_hand():
     # k3 clamps: d = 30 -> clamp 20 -> exp(20) - 21, then clamp to 10
     assert kl_penalty(t64([[0.0]]), t64([[30.0]]), "k3").item() == 10.0
     assert kl_penalty(logp, logp, "k3").item() == 0.0
+    # A token the policy cannot sample (logp = -inf): d = +inf would give inf - inf = nan; clamped to 20 it
+    # gives exp(20) - 21, then 10. (The lower clamp of d never shows: exp(d) - d - 1 is then >= 19 -> 10.)
+    assert kl_penalty(t64([[-math.inf]]), t64([[0.0]]), "k3").item() == 10.0
     with pytest.raises(ValueError, match="kind.*k3"):
         kl_penalty(logp, ref, "low_var")
 
