@@ -329,6 +329,18 @@ def test_the_ledger_table_shows_the_imported_steps_only_when_a_run_started_from_
     assert cells == {"hidden_number: warm": "5,120", "hidden_number: fresh": "-"}
 
 
+def test_the_ledger_table_names_its_first_two_columns_and_each_runs_seed(tmp_path):
+    from experiments.reporting.table import ledger_table
+
+    ledger = {"real_env_steps": 900, "eval_env_steps": 2560}
+    make_run(tmp_path / "seeded_s3", None, [(0, 0.1), (900, 0.5)], seed=3, ledger=ledger)
+    make_run(tmp_path / "seeded_s5", None, [(0, 0.1), (900, 0.5)], seed=5, ledger=ledger)
+    lines = ledger_table(configurations(load_runs(tmp_path))).splitlines()
+    assert [cell.strip() for cell in lines[0].split("|")[1:3]] == ["configuration", "seed"]
+    seeds = sorted(line.split("|")[2].strip() for line in lines[2:])
+    assert seeds == ["3", "5"]
+
+
 def test_value_at_a_budget_needs_the_run_to_have_spent_it():
     curve = [(0, 0.1), (100, 0.5), (240, 0.8)]
     assert value_at_budget(curve, 0) == 0.1 and value_at_budget(curve, 99) == 0.1
