@@ -1,7 +1,7 @@
 """What SmolLM2-135M-Instruct with LoRA costs on CPU: collection, the update, one iteration's memory.
 
     python -m benchmarks.llm_cost [--rows 8] [--new-tokens 12] [--repeats 2] [--episodes 64] [--minibatch-size N]
-        [--memory-limit-gb 6] [--skip-compare] [--skip-iteration]
+        [--memory-limit-gb 6] [--skip-compare] [--skip-update] [--skip-iteration]
 
 1. Collection: tokens per second of Reverie's sampling path (``LMPolicy.generate``, what collection calls)
    against Hugging Face ``model.generate`` on the same ``--rows`` rows of one group's first prompt
@@ -10,7 +10,7 @@
 2. The LoRA update: tokens per second of ``PPOLearner.update`` on those sampled rows (one minibatch, one
    optimizer step per update; ``benchmarks.llm_update_cost``) and, when ``trl`` is installed
    (``pip install -e '.[bench]'``), of TRL's GRPOTrainer loss on the same rows and LoRA, with both losses
-   at the same weights compared (``benchmarks.llm_trl_update``).
+   at the same weights compared (``benchmarks.llm_trl_update``). ``--skip-update`` leaves this part out.
 3. One default-size iteration (``--episodes`` = groups_per_iteration x group_size, 64 by default) of
    ``policy=smollm2 algo=grpo`` on hidden_number, run by ``experiments.train`` in a child process: its
    peak resident memory and wall time (``benchmarks.llm_iteration_memory``). ``--minibatch-size`` sets
@@ -138,7 +138,8 @@ def compare_parts(args) -> None:
     policy = smollm2_policy(args.new_tokens, args.seed)
     prompt = group_prompt(policy, ENV, ENV_KWARGS, args.seed)
     result = sampling_part(policy, prompt, args)
-    update_part(policy, result["generation"], args)
+    if not args.skip_update:
+        update_part(policy, result["generation"], args)
     del policy, result
     gc.collect()
 
@@ -153,6 +154,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--memory-limit-gb", type=float, default=6.0, help="GiB at which the iteration is killed")
     parser.add_argument("--iteration-timeout", type=float, default=None, help="seconds before the child is stopped")
     parser.add_argument("--skip-compare", action="store_true", help="skip parts 1 and 2")
+    parser.add_argument("--skip-update", action="store_true", help="skip part 2 (the update comparison)")
     parser.add_argument("--skip-iteration", action="store_true", help="skip part 3")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0)

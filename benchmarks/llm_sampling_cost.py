@@ -4,10 +4,11 @@ Both sample the same prompt rows (one group: every row is the same first prompt 
 GRPO group's episodes start), the same number of new tokens at most, at temperature 1 without top-k or
 top-p, each from a generator seeded alike. Reverie's path is ``LMPolicy.generate``, what collection calls
 (``act``): the prompt ids are tokenised once per distinct prompt, then ``world_model.kv_sampling``
-prefills every row and decodes over the HF model's KV cache, dropping finished rows. There is no shared
-prefill of a group's common prompt: each row is prefilled. A token counts up to and including a row's
-EOS; the two draw different random numbers, so their rows stop at different points, which averages out
-over rows (the expected count is the same: both sample the same distribution).
+prefills the group's common prompt once (``world_model.shared_prefill``: one row through the prompt
+pass, its KV cache copied to the ``rows`` rows) and decodes over the HF model's KV cache, dropping
+finished rows; ``generate`` prefills every row. A token counts up to and including a row's EOS; the
+two draw different random numbers, so their rows stop at different points, which averages out over
+rows (the expected count is the same: both sample the same distribution).
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ class LMPolicy:
         if not prompts:
             empty = torch.zeros((0, 0), dtype=torch.long)
             return Generation([], empty, torch.zeros(0, dtype=torch.long), empty.float(), [])
-        # Each distinct prompt tokenised once: a group's episodes share their first prompt.
+        # Each distinct prompt tokenised once: a group's episodes share their first prompt (and
+        # sample_with_cache prefills it once, copying its KV cache to the rows that repeat it).
         distinct = list(dict.fromkeys(prompts))
         encoded = prompt_ids(self.tokenizer, distinct, max_prompt_tokens=self.cfg.max_prompt_tokens)
         ids = dict(zip(distinct, encoded, strict=True))

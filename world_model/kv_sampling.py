@@ -10,7 +10,9 @@ half of it: their cache rows are dropped with the cache's ``reorder_cache`` (the
 every ``transformers.Cache`` has; beam search uses it). Dropping by halves, not row by row, because
 a step of a small model costs about the same for 16 rows as for 4 (per-call overhead dominates)
 while each drop costs a dozen small tensor ops; a large model saves most of the idle compute either
-way. A cache without ``reorder_cache`` keeps every row to the end. Whatever the batch, the recorded
+way. A cache without ``reorder_cache`` keeps every row to the end. Rows that repeat a prompt (a
+GRPO group's first turn) share its prefill: each distinct prompt is run once and its cache rows are
+copied to the rows that repeat it (``world_model.shared_prefill``). Whatever the batch, the recorded
 tokens are the same: the draw of prompt row ``b`` at step ``t`` uses ``uniforms[b, t]``.
 """
 
@@ -25,6 +27,7 @@ import torch.nn.functional as F
 
 from envs.token_positions import position_ids_for
 from world_model.sampling import draw_categorical
+from world_model.shared_prefill import can_select_rows, prefill
 
 _CACHE_KEYWORDS: dict[type, str] = {}  # model class -> the name of its forward's cache argument
 
@@ -44,7 +47,7 @@ def cache_keyword(model: torch.nn.Module) -> str:
 
 def can_drop_rows(cache) -> bool:
     """Whether finished rows can be removed from ``cache`` (it selects batch rows by index)."""
-    return callable(getattr(cache, "reorder_cache", None))
+    return can_select_rows(cache)
 
 
 @dataclass
@@ -67,6 +70,7 @@ def sample_with_cache(
     weights: Callable[[torch.Tensor], torch.Tensor] | None = None,
     uniforms: torch.Tensor | None = None,
     drop_finished: bool = True,
+    share_prefill: bool = True,
 ) -> Decoded:
     """Up to ``max_tokens`` tokens after each left-padded prompt row, a row stopping at its EOS.
 
@@ -75,6 +79,8 @@ def sample_with_cache(
     decodes greedily (argmax). ``uniforms`` (B, max_tokens) in [0, 1), needed with ``weights``: the
     random numbers of the draws, one per (prompt row, step). ``drop_finished``: remove a row from the
     batch once it has emitted EOS (False keeps every row to the end, as a plain loop does).
+    ``share_prefill``: run each distinct prompt row through the prompt pass once and copy its cache to
+    the rows that repeat it (``world_model.shared_prefill``; False prefills every row).
     The log-probs are of the full softmax at temperature 1, as a full forward pass scores them.
     """
     batch = input_ids.shape[0]
@@ -85,14 +91,8 @@ def sample_with_cache(
         return Decoded(empty.fill_(pad), torch.zeros(batch, dtype=torch.long), empty.float())
     key = cache_keyword(model)
     positions = position_ids_for(attention_mask)  # (B, P)
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=positions,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache, logits = out[key], out.logits[:, -1]  # logits (A, V), A = rows in the batch (B at first)
+    # logits (A, V), A = rows in the batch (B at first)
+    cache, logits = prefill(model, input_ids, attention_mask, positions, key=key, share=share_prefill)
     drop = drop_finished and can_drop_rows(cache)
     prompt_width = attention_mask.shape[1]
     live = _LiveRows.start(attention_mask, positions, uniforms, max_tokens, logits.device)

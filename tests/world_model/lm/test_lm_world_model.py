@@ -134,6 +134,34 @@ def test_cached_batched_sampling_equals_a_full_recompute(fitted, request):
         assert got.logprobs[b, :n].tolist() == pytest.approx(want_logps[b], abs=1e-5)
 
 
+@torch.no_grad()
+@pytest.mark.parametrize("greedy", [True, False])
+def test_repeated_prompts_share_their_prefill_in_every_member_and_sample_as_unshared(fitted_model, greedy):
+    """The mixture's cache copies each distinct prompt's rows out in every member: the same tokens as when
+    every row is prefilled, on the same uniforms; greedy rows still match the full recompute."""
+    state, actions = four_rows(fitted_model)
+    distinct = fitted_model.codec.prompts(state.first, state.turns, actions)
+    prompts = [distinct[0]] * 3 + [distinct[1], distinct[3], distinct[1], distinct[0], distinct[3]]
+    ids, mask = left_pad(prompts, fitted_model.codec.pad_id)
+    width = fitted_model.codec.max_new_tokens
+    uniforms = None if greedy else torch.rand((len(prompts), width), generator=torch.Generator().manual_seed(2))
+    calls = []
+    handle = fitted_model.members.model(0).register_forward_hook(
+        lambda module, args, kwargs, out: calls.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    runs = [sample_with_cache(fitted_model.mixture, ids, mask, max_tokens=width, eos=fitted_model.codec.eos_id,
+                              pad=fitted_model.codec.pad_id, weights=None if greedy else (lambda lp: lp.exp()),
+                              uniforms=uniforms, share_prefill=share) for share in (True, False)]
+    handle.remove()
+    assert calls[0] == 3 and len(prompts) in calls[1:]  # member 0's prompt pass: the 3 distinct prompts
+    shared, unshared = runs
+    assert torch.equal(shared.token_ids, unshared.token_ids) and torch.equal(shared.lengths, unshared.lengths)
+    assert torch.allclose(shared.logprobs, unshared.logprobs, atol=1e-5, rtol=0)
+    if greedy:
+        want_ids, _ = uncached_greedy(fitted_model, prompts)
+        assert [shared.token_ids[b, : int(shared.lengths[b])].tolist() for b in range(len(prompts))] == want_ids
+        assert len(set(shared.lengths.tolist())) > 1
+
+
 POOLINGS = {"sum": torch.sum, "mean": torch.mean, "max": torch.amax}
 
 
