@@ -243,16 +243,7 @@ class PPOLearner:
         steps = skipped = 0
         for epoch_minibatches in minibatches:
             for idx in epoch_minibatches:  # (b,)
-                micro = []
-                for rows in micro_rows(idx, self.cfg.micro_batch_size):  # (m,) each, contiguous
-                    part, start = self._minibatch(batch, rows)  # (m, L - start)
-                    tensors = {k: v[rows, start:] if k in token_aligned else v[rows] for k, v in per_row.items()}
-                    micro.append((part, tensors, None if states is None else states.index(rows)))
-                value_mask = per_row.get("value_mask")  # (B,) or None
-                shares = None if len(micro) == 1 else micro_batch_shares(  # their shares of the denominators
-                    batch.response_mask[idx].sum(dim=1), None if value_mask is None else value_mask[idx],
-                    [len(part) for part, _, _ in micro],
-                )
+                micro, shares = self._micro_batches(batch, idx, per_row, token_aligned, states)
                 step_metrics = self._step(micro, value, shares)
                 if step_metrics is None:  # non-finite: no step taken, nothing averaged in
                     skipped += 1
@@ -261,6 +252,30 @@ class PPOLearner:
                     totals[key] = totals.get(key, 0.0) + metric
                 steps += 1
         return totals, steps, skipped
+
+    def _micro_batches(
+        self,
+        batch: TokenBatch,
+        idx: torch.Tensor,
+        per_row: dict[str, torch.Tensor],
+        token_aligned: set[str],
+        states: CriticStates | None,
+    ) -> tuple[list[tuple[TokenBatch, dict[str, torch.Tensor], CriticStates | None]], list[Shares] | None]:
+        """The minibatch ``idx`` (b,) as micro-batches (each its rows, trimmed, with its per-row tensors and
+        critic states) and their shares of the minibatch's denominators (None when there is one)."""
+        micro = []
+        for rows in micro_rows(idx, self.cfg.micro_batch_size):  # (m,) each, contiguous
+            part, start = self._minibatch(batch, rows)  # (m, L - start)
+            tensors = {k: v[rows, start:] if k in token_aligned else v[rows] for k, v in per_row.items()}
+            micro.append((part, tensors, None if states is None else states.index(rows)))
+        if len(micro) == 1:
+            return micro, None
+        value_mask = per_row.get("value_mask")  # (B,) or None
+        shares = micro_batch_shares(
+            batch.response_mask[idx].sum(dim=1), None if value_mask is None else value_mask[idx],
+            [len(part) for part, _, _ in micro],
+        )
+        return micro, shares
 
     def _count_nonfinite(self, skipped: int, steps: int) -> None:
         """Count updates in a row with a skipped step; too many stop the run."""
@@ -341,9 +356,9 @@ class PPOLearner:
         losses, metrics = [], {}
         for i, (batch, tensors, states) in enumerate(micro):
             share = None if shares is None else shares[i]
-            with ExitStack() as stack:  # DDP: all-reduce the gradients once, on the last micro-batch
-                for model, _ in optimizers:
-                    stack.enter_context(self.fabric.no_backward_sync(model, enabled=i < len(micro) - 1))
+            with ExitStack() as stack:  # DDP: all-reduce the gradients once, on the last micro-batch's backward
+                for model, _ in optimizers if i < len(micro) - 1 else []:
+                    stack.enter_context(self.fabric.no_backward_sync(model))
                 loss, micro_metrics = self._loss(batch, tensors, value, states, share)
                 self.fabric.backward(loss)
             losses.append(loss.detach())
