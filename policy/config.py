@@ -204,8 +204,8 @@ class PPOConfig:
     old_logp: str = "sampling"
     """Where the training loop takes the ratio's old log-probs from: ``sampling``, the log-probs the policy
     recorded while sampling each token (temperature 1, full fp32 on CPU; saves a forward pass over the
-    batch); ``recompute``, a no-grad pass of the learner over the first epoch's minibatches, so the first
-    ratios are exactly 1. Use ``recompute`` under mixed precision (``trainer.precision=bf16-mixed``):
+    batch); ``recompute``, a no-grad pass of the learner over the first epoch's minibatches (and their
+    micro-batches), so the first ratios are exactly 1. Use ``recompute`` under mixed precision (``trainer.precision=bf16-mixed``):
     sampling runs outside the learner's autocast, so its log-probs differ from the learner's by the
     precision gap and the ratio would measure that gap rather than the update."""
 

@@ -150,7 +150,7 @@ class PPOLearner:
 
         ``advantages``: ``(B, L)``, read on the response tokens. ``old_logp``: ``(B, L)``; by default
         the policy's log-probs before this update, computed through the same Fabric module, precision
-        and minibatch rows as the first epoch's forward passes, so the first ratios are exactly 1.
+        and (micro-)batch rows as the first epoch's forward passes, so the first ratios are exactly 1.
         ``weights``: ``(B,)`` per-row weights of the policy, KL and entropy terms (not of the value
         loss); as in ``ppo_policy_loss``, a weight-0 row adds no gradient but its tokens still count
         in the ``token-mean`` denominator. ``value`` is required exactly when the learner has a critic.
