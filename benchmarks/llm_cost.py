@@ -1,7 +1,7 @@
 """What SmolLM2-135M-Instruct with LoRA costs on CPU: collection, the update, one iteration's memory.
 
     python -m benchmarks.llm_cost [--rows 8] [--new-tokens 12] [--repeats 2] [--episodes 64] [--minibatch-size N]
-        [--memory-limit-gb 6] [--skip-compare] [--skip-update] [--skip-iteration]
+        [--micro-batch-size N] [--memory-limit-gb 6] [--skip-compare] [--skip-update] [--skip-iteration]
 
 1. Collection: tokens per second of Reverie's sampling path (``LMPolicy.generate``, what collection calls)
    against Hugging Face ``model.generate`` on the same ``--rows`` rows of one group's first prompt
@@ -14,7 +14,8 @@
 3. One default-size iteration (``--episodes`` = groups_per_iteration x group_size, 64 by default) of
    ``policy=smollm2 algo=grpo`` on hidden_number, run by ``experiments.train`` in a child process: its
    peak resident memory and wall time (``benchmarks.llm_iteration_memory``). ``--minibatch-size`` sets
-   ``algo.ppo.minibatch_size`` (64 by default); the child is killed once it passes ``--memory-limit-gb``.
+   ``algo.ppo.minibatch_size`` (64 by default), ``--micro-batch-size`` ``algo.ppo.micro_batch_size`` (rows
+   per forward and backward pass; none by default); the child is killed once it passes ``--memory-limit-gb``.
 
 Tokens per second are per CPU second of this process (one thread: ``OMP_NUM_THREADS=1``), robust to a
 shared machine; wall seconds are printed beside them. The model is read from the de-quantised cache.
@@ -119,10 +120,11 @@ def iteration_part(args) -> None:
     group_size = min(GROUP_SIZE, args.episodes)
     groups = max(1, args.episodes // group_size)
     minibatch = "64 (the default)" if args.minibatch_size is None else args.minibatch_size
-    print(f"3. One iteration in a child process: {groups} groups x {group_size} episodes, minibatch {minibatch} rows "
+    micro = "no" if args.micro_batch_size is None else f"{args.micro_batch_size}-row"
+    print(f"3. One iteration in a child process: {groups} groups x {group_size} episodes, minibatch {minibatch} rows, {micro} micro-batches "
           f"(policy=smollm2 algo=grpo env=hidden_number, no warm start, 1 evaluation episode before and after; "
           f"killed above {args.memory_limit_gb} GiB)")
-    run = one_iteration(groups, group_size, minibatch_size=args.minibatch_size,
+    run = one_iteration(groups, group_size, minibatch_size=args.minibatch_size, micro_batch_size=args.micro_batch_size,
                         limit_bytes=int(args.memory_limit_gb * GIB), timeout_s=args.iteration_timeout)
     if run.stopped:
         print(f"  STOPPED: resident memory passed {args.memory_limit_gb} GiB after {run.wall_s:.0f} s "
@@ -151,6 +153,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=2, help="sampling runs and updates timed per path")
     parser.add_argument("--episodes", type=int, default=64, help="episodes of the measured iteration (8 per group)")
     parser.add_argument("--minibatch-size", type=int, default=None, help="algo.ppo.minibatch_size of the iteration")
+    parser.add_argument("--micro-batch-size", type=int, default=None,
+                        help="algo.ppo.micro_batch_size of the iteration (rows per forward and backward pass)")
     parser.add_argument("--memory-limit-gb", type=float, default=6.0, help="GiB at which the iteration is killed")
     parser.add_argument("--iteration-timeout", type=float, default=None, help="seconds before the child is stopped")
     parser.add_argument("--skip-compare", action="store_true", help="skip parts 1 and 2")

@@ -5,9 +5,9 @@ iteration, and the smallest evaluation the trainer allows (one held-out episode;
 first iteration and after the last). Its peak is the child's own high-water mark (``VmHWM``, what
 ``/usr/bin/time -v`` reports as its maximum resident set size), polled while it runs, so nothing of the
 measuring process is counted.
-The child is killed once its resident memory passes a limit: with the default minibatch of 64 rows, the
-update's activations (every layer's, for the backward pass, of 64 rows of a few hundred tokens) fill
-tens of GB, which on a shared machine would take everyone's memory.
+The child is killed once its resident memory passes a limit: with the default minibatch of 64 rows and no
+micro-batches, the update's activations (every layer's, for the backward pass, of 64 rows of a few hundred
+tokens) fill tens of GB, which on a shared machine would take everyone's memory.
 """
 
 from __future__ import annotations
@@ -34,13 +34,15 @@ class ChildRun:
 
 
 def train_overrides(groups: int, group_size: int, run_dir: str, policy: str = "policy=smollm2",
-                    minibatch_size: int | None = None) -> list[str]:
+                    minibatch_size: int | None = None, micro_batch_size: int | None = None) -> list[str]:
     """The ``experiments.train`` overrides of one iteration of ``groups`` x ``group_size`` episodes (and
-    ``algo.ppo.minibatch_size`` when given; the default is 64 rows)."""
+    ``algo.ppo.minibatch_size`` and ``algo.ppo.micro_batch_size`` when given; the defaults are 64 rows and
+    no micro-batches)."""
     overrides = ["env=hidden_number", policy, "algo=grpo", "trainer.iterations=1", "trainer.warm_start.enabled=false",
                  f"trainer.groups_per_iteration={groups}", f"trainer.group_size={group_size}",
                  "trainer.eval_episodes=1", "trainer.progress=false", f"hydra.run.dir={run_dir}"]
-    return overrides + ([] if minibatch_size is None else [f"algo.ppo.minibatch_size={minibatch_size}"])
+    overrides += [] if minibatch_size is None else [f"algo.ppo.minibatch_size={minibatch_size}"]
+    return overrides + ([] if micro_batch_size is None else [f"algo.ppo.micro_batch_size={micro_batch_size}"])
 
 
 def maxrss_bytes(ru_maxrss: int) -> int:
@@ -101,9 +103,9 @@ def watch(child: subprocess.Popen, limit_bytes: int | None,
 
 
 def one_iteration(groups: int, group_size: int, *, minibatch_size: int | None = None,
-                  limit_bytes: int | None = None, timeout_s: float | None = None,
+                  micro_batch_size: int | None = None, limit_bytes: int | None = None, timeout_s: float | None = None,
                   policy: str = "policy=smollm2") -> ChildRun:
     """One training iteration in a child process, in a temporary run folder."""
     with tempfile.TemporaryDirectory() as run_dir:
-        overrides = train_overrides(groups, group_size, run_dir, policy, minibatch_size)
+        overrides = train_overrides(groups, group_size, run_dir, policy, minibatch_size, micro_batch_size)
         return run_child(["-m", "experiments.train", *overrides], limit_bytes=limit_bytes, timeout_s=timeout_s)

@@ -160,6 +160,11 @@ class PPOConfig:
     """Passes over the batch per update."""
     minibatch_size: int = 64
     """Rows per optimizer step (per rank); the last minibatch of a pass may be smaller."""
+    micro_batch_size: int | None = None
+    """Rows per forward and backward pass: each minibatch is cut into contiguous micro-batches of at most this
+    many rows (each trimmed of its own padding), their gradients are accumulated, and the minibatch still
+    takes one clip and one optimizer step (``policy.micro_batches``). The same update up to rounding, in
+    the memory of a micro-batch's activations. None: the whole minibatch in one pass."""
     lr: float = 1e-4
     """Adam learning rate of the policy."""
     value_lr: float = 1e-3
@@ -199,8 +204,8 @@ class PPOConfig:
     old_logp: str = "sampling"
     """Where the training loop takes the ratio's old log-probs from: ``sampling``, the log-probs the policy
     recorded while sampling each token (temperature 1, full fp32 on CPU; saves a forward pass over the
-    batch); ``recompute``, a no-grad pass of the learner over the first epoch's minibatches, so the first
-    ratios are exactly 1. Use ``recompute`` under mixed precision (``trainer.precision=bf16-mixed``):
+    batch); ``recompute``, a no-grad pass of the learner over the first epoch's minibatches (and their
+    micro-batches), so the first ratios are exactly 1. Use ``recompute`` under mixed precision (``trainer.precision=bf16-mixed``):
     sampling runs outside the learner's autocast, so its log-probs differ from the learner's by the
     precision gap and the ratio would measure that gap rather than the update."""
 
@@ -208,6 +213,13 @@ class PPOConfig:
         for name in ("epochs", "minibatch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.micro_batch_size is not None and (
+            isinstance(self.micro_batch_size, bool) or not isinstance(self.micro_batch_size, int)
+            or self.micro_batch_size < 1
+        ):
+            raise ValueError(
+                f"PPOConfig.micro_batch_size must be an integer >= 1 or None, got {self.micro_batch_size!r}"
+            )
         for name in ("lr", "value_lr", "clip_high", "entropy_coef", "value_coef", "kl_coef"):
             if getattr(self, name) < 0:
                 raise ValueError(f"PPOConfig.{name} must be >= 0, got {getattr(self, name)}")

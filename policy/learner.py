@@ -9,6 +9,14 @@ frozen reference policy and an entropy bonus are added, and, when a critic is gi
 at the level of the algorithm (``policy.value_targets``). One backward pass, gradient clipping per
 model, one step of each model's own optimizer.
 
+Micro-batches (``micro_batch_size``): a minibatch is cut into contiguous chunks of rows, each trimmed of
+its own padding, run forward and backward in turn with its loss scaled by its share of the minibatch's
+denominators (``policy.micro_batches``), so the accumulated gradient is the minibatch's; then one clip
+and one step. The step's metrics are the micro-batches' combined with the same shares, so they are the
+minibatch's too. Both are equal up to floating-point rounding only (different summation order, and a
+model's outputs on differently trimmed rows may round differently), not approximations. The no-grad
+passes (old and reference log-probs) run over the same micro-batches as the first epoch.
+
 Everything the update compares goes through the same Fabric-wrapped modules, on Fabric's device and
 under its precision: old log-probs, reference log-probs, old values. ``advantages`` and ``old_logp``
 are ``(B, L)`` and are read on the response tokens only.
@@ -28,6 +36,7 @@ gradient all-reduce runs in lockstep; gradients are averaged across ranks by DDP
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from typing import Any
 
 import torch
@@ -46,6 +55,7 @@ from policy.losses import (
     ppo_policy_loss,
     sequence_value_loss,
 )
+from policy.micro_batches import Shares, metric_share, micro_batch_shares, micro_rows
 from policy.minibatches import minibatch_indices, padding_columns, trim_columns
 from policy.value_targets import ValueTargets
 
@@ -140,7 +150,7 @@ class PPOLearner:
 
         ``advantages``: ``(B, L)``, read on the response tokens. ``old_logp``: ``(B, L)``; by default
         the policy's log-probs before this update, computed through the same Fabric module, precision
-        and minibatch rows as the first epoch's forward passes, so the first ratios are exactly 1.
+        and (micro-)batch rows as the first epoch's forward passes, so the first ratios are exactly 1.
         ``weights``: ``(B,)`` per-row weights of the policy, KL and entropy terms (not of the value
         loss); as in ``ppo_policy_loss``, a weight-0 row adds no gradient but its tokens still count
         in the ``token-mean`` denominator. ``value`` is required exactly when the learner has a critic.
@@ -201,7 +211,7 @@ class PPOLearner:
             with self.fabric.autocast():  # the update's precision, for the reference too
                 per_row["ref_logp"] = (
                     self._over_minibatches(batch, minibatches[0], self._ref_logp) if cfg.trim_padding
-                    else _chunked(batch, cfg.minibatch_size, self._ref_logp)
+                    else _chunked(batch, cfg.micro_batch_size or cfg.minibatch_size, self._ref_logp)
                 )
         if weights is not None:
             per_row["weights"] = weights.to(device).float()
@@ -233,10 +243,8 @@ class PPOLearner:
         steps = skipped = 0
         for epoch_minibatches in minibatches:
             for idx in epoch_minibatches:  # (b,)
-                part, start = self._minibatch(batch, idx)  # (b, L - start)
-                minibatch = {k: v[idx, start:] if k in token_aligned else v[idx] for k, v in per_row.items()}
-                minibatch_states = None if states is None else states.index(idx)
-                step_metrics = self._step(part, minibatch, value, minibatch_states)
+                micro, shares = self._micro_batches(batch, idx, per_row, token_aligned, states)
+                step_metrics = self._step(micro, value, shares)
                 if step_metrics is None:  # non-finite: no step taken, nothing averaged in
                     skipped += 1
                     continue
@@ -244,6 +252,30 @@ class PPOLearner:
                     totals[key] = totals.get(key, 0.0) + metric
                 steps += 1
         return totals, steps, skipped
+
+    def _micro_batches(
+        self,
+        batch: TokenBatch,
+        idx: torch.Tensor,
+        per_row: dict[str, torch.Tensor],
+        token_aligned: set[str],
+        states: CriticStates | None,
+    ) -> tuple[list[tuple[TokenBatch, dict[str, torch.Tensor], CriticStates | None]], list[Shares] | None]:
+        """The minibatch ``idx`` (b,) as micro-batches (each its rows, trimmed, with its per-row tensors and
+        critic states) and their shares of the minibatch's denominators (None when there is one)."""
+        micro = []
+        for rows in micro_rows(idx, self.cfg.micro_batch_size):  # (m,) each, contiguous
+            part, start = self._minibatch(batch, rows)  # (m, L - start)
+            tensors = {k: v[rows, start:] if k in token_aligned else v[rows] for k, v in per_row.items()}
+            micro.append((part, tensors, None if states is None else states.index(rows)))
+        if len(micro) == 1:
+            return micro, None
+        value_mask = per_row.get("value_mask")  # (B,) or None
+        shares = micro_batch_shares(
+            batch.response_mask[idx].sum(dim=1), None if value_mask is None else value_mask[idx],
+            [len(part) for part, _, _ in micro],
+        )
+        return micro, shares
 
     def _count_nonfinite(self, skipped: int, steps: int) -> None:
         """Count updates in a row with a skipped step; too many stop the run."""
@@ -263,13 +295,15 @@ class PPOLearner:
         return trim_columns(part, start), start
 
     def _over_minibatches(self, batch: TokenBatch, minibatches: list[torch.Tensor], fn) -> torch.Tensor:
-        """(B, L) no-grad ``fn(minibatch)`` over exactly these minibatches (as trimmed in the update), so the
-        first epoch's forward passes see the same rows and columns; 0 on the columns a minibatch dropped."""
+        """(B, L) no-grad ``fn(micro-batch)`` over exactly these minibatches' micro-batches (as trimmed in the
+        update), so the first epoch's forward passes see the same rows and columns; 0 on the columns a
+        micro-batch dropped."""
         out = torch.zeros(batch.input_ids.shape, device=self.fabric.device)  # (B, L)
         with torch.no_grad():
             for idx in minibatches:
-                part, start = self._minibatch(batch, idx)
-                out[idx, start:] = fn(part)  # (b, L - start)
+                for rows in micro_rows(idx, self.cfg.micro_batch_size):
+                    part, start = self._minibatch(batch, rows)
+                    out[rows, start:] = fn(part)  # (m, L - start)
         return out
 
     def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -309,15 +343,29 @@ class PPOLearner:
 
     def _step(
         self,
-        batch: TokenBatch,
-        tensors: dict[str, torch.Tensor],
+        micro: list[tuple[TokenBatch, dict[str, torch.Tensor], CriticStates | None]],
         value: ValueTargets | None,
-        states: CriticStates | None,
+        shares: list[Shares] | None,
     ) -> dict[str, float] | None:
-        """Loss, backward, clip and step on one minibatch; returns its metrics, or None when the loss
-        or a gradient norm is not finite (then no optimizer steps)."""
-        loss, metrics = self._loss(batch, tensors, value, states)
-        norms = self._backward_and_step(loss)
+        """Loss and backward on each micro-batch of one minibatch (``shares``: theirs, None for one), then
+        clip and step; returns the minibatch's metrics, or None when a loss or a gradient norm is not
+        finite (then no optimizer steps)."""
+        optimizers = self._optimizers()
+        for _, optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        losses, metrics = [], {}
+        for i, (batch, tensors, states) in enumerate(micro):
+            share = None if shares is None else shares[i]
+            with ExitStack() as stack:  # DDP: all-reduce the gradients once, on the last micro-batch's backward
+                for model, _ in optimizers if i < len(micro) - 1 else []:
+                    stack.enter_context(self.fabric.no_backward_sync(model))
+                loss, micro_metrics = self._loss(batch, tensors, value, states, share)
+                self.fabric.backward(loss)
+            losses.append(loss.detach())
+            for key, metric in micro_metrics.items():
+                weight = 1.0 if share is None else metric_share(key, share, self.cfg.loss_agg, value and value.level)
+                metrics[key] = metrics.get(key, 0.0) + weight * metric
+        norms = self._clip_and_step(optimizers, losses)
         if norms is None:
             return None
         metrics["losses/grad_norm"] = float(norms[0])
@@ -331,8 +379,11 @@ class PPOLearner:
         tensors: dict[str, torch.Tensor],
         value: ValueTargets | None,
         states: CriticStates | None,
+        share: Shares | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The minibatch's total loss (policy, entropy, KL to the reference, value) and its metrics."""
+        """The minibatch's total loss (policy, entropy, KL to the reference, value) and its metrics; for a
+        micro-batch (``share`` given) each term is scaled by the micro-batch's share of its denominator,
+        and the metrics are the micro-batch's own, unscaled."""
         cfg = self.cfg
         mask = batch.response_mask.float()  # (b, L)
         weights = tensors.get("weights")  # (b,) or None
@@ -365,30 +416,35 @@ class PPOLearner:
             kl_loss = aggregate(kl, mask, cfg.loss_agg, cfg.loss_scale_factor)
             loss = loss + cfg.kl_coef * kl_loss
             metrics["losses/kl_ref"] = kl_loss.item()
+        if share is not None:
+            loss = loss * share.of_agg(cfg.loss_agg)  # the policy, entropy and KL terms share a denominator
         if value is not None:
             value_loss, value_clipfrac = self._value_loss(batch, tensors, value.level, states)
-            loss = loss + cfg.value_coef * value_loss
+            value_term = cfg.value_coef * value_loss
+            loss = loss + (value_term if share is None else value_term * share.of_value(value.level, cfg.loss_agg))
             metrics["losses/value_loss"] = value_loss.item()
             if value_clipfrac is not None:
                 metrics["losses/value_clipfrac"] = value_clipfrac
         return loss, metrics
 
-    def _backward_and_step(self, loss: torch.Tensor) -> list[torch.Tensor] | None:
-        """Backward, clip and step every optimizer; the gradient norms, or None (no step, gradients
-        dropped) when the loss or a norm is not finite."""
-        cfg = self.cfg
+    def _optimizers(self) -> list[tuple[torch.nn.Module, torch.optim.Optimizer]]:
         optimizers = [(self.policy, self.policy_optimizer)]
         if self.critic is not None:
             optimizers.append((self.critic, self.critic_optimizer))
-        for _, optimizer in optimizers:
-            optimizer.zero_grad(set_to_none=True)
-        self.fabric.backward(loss)
+        return optimizers
+
+    def _clip_and_step(
+        self, optimizers: list[tuple[torch.nn.Module, torch.optim.Optimizer]], losses: list[torch.Tensor]
+    ) -> list[torch.Tensor] | None:
+        """Clip and step every optimizer on the accumulated gradients; the gradient norms, or None (no
+        step, gradients dropped) when a micro-batch's loss or a norm is not finite."""
+        cfg = self.cfg
         max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         norms = [
             self.fabric.clip_gradients(model, optimizer, max_norm=max_norm, error_if_nonfinite=False)
             for model, optimizer in optimizers
         ]
-        if not self._all_finite([loss.detach(), *norms]):
+        if not self._all_finite([*losses, *norms]):
             for _, optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
             return None

@@ -132,6 +132,9 @@ def test_the_iterations_overrides_compose_to_one_default_size_iteration(tmp_path
     overrides = [o for o in train_overrides(8, 8, str(tmp_path), minibatch_size=8) if not o.startswith("hydra.")]
     run = validate(compose_config(overrides))
     assert (run.trainer.iterations, run.trainer.groups_per_iteration * run.trainer.group_size) == (1, 64)
-    assert run.algo.ppo.minibatch_size == 8
+    assert run.algo.ppo.minibatch_size == 8 and run.algo.ppo.micro_batch_size is None
+    micro = train_overrides(8, 8, str(tmp_path), micro_batch_size=4)
+    run = validate(compose_config([o for o in micro if not o.startswith("hydra.")]))
+    assert (run.algo.ppo.minibatch_size, run.algo.ppo.micro_batch_size) == (64, 4)
     assert run.trainer.warm_start.enabled is False and run.trainer.eval_episodes == 1
     assert run.policy.pretrained == "smollm2" and run.policy.lora.rank == 8 and run.algo.name == "grpo"

@@ -56,6 +56,13 @@ def test_out_of_range_value_fails_naming_the_key():
         validate(compose_train(["trainer.group_size=0"]))
 
 
+def test_micro_batch_size_reaches_the_ppo_config_and_a_bad_one_fails_naming_it():
+    assert validate(compose_train([])).algo.ppo.micro_batch_size is None  # the whole minibatch per pass
+    assert validate(compose_train(["algo.ppo.micro_batch_size=4"])).algo.ppo.micro_batch_size == 4
+    with pytest.raises(ValueError, match="micro_batch_size must be an integer >= 1"):
+        validate(compose_train(["algo.ppo.micro_batch_size=0"]))
+
+
 def test_a_switch_that_is_not_a_bool_fails_naming_it():
     with pytest.raises((ConfigCompositionException, ValidationError)) as info:
         compose_train(["world_model.ordinal_numbers=maybe"])

@@ -51,6 +51,12 @@ def worker(fabric: Fabric) -> dict:
     )
     grad_learner.update(batch.index(shard), ADVANTAGES[shard])
     grads = [p.grad.clone() for p in grad_model.parameters()]
+    # The same with one-row micro-batches: the gradients are accumulated, then all-reduced once.
+    micro_model = tiny_lm()
+    micro_cfg = PPOConfig(epochs=1, minibatch_size=2, micro_batch_size=1, lr=0.0, max_grad_norm=None)
+    PPOLearner(fabric, micro_model, micro_cfg, seed=0).update(batch.index(shard), ADVANTAGES[shard])
+    # One number back (the results cross a pipe that the launcher reads only after the ranks end).
+    micro_gap = max(float((p.grad - g).abs().max()) for p, g in zip(micro_model.parameters(), grads, strict=True))
 
     # Unequal shards (3 rows: two minibatches of 2; 2 rows: one): the smaller rank cuts its rows into two
     # minibatches of one, so both take two optimizer steps and stay in lockstep and identical.
@@ -70,7 +76,7 @@ def worker(fabric: Fabric) -> dict:
         refused = str(error)
     refusals = fabric.all_gather(torch.tensor(len(refused)))
     # numpy, not tensors: tensors cross the return queue as shared memory that dies with this process.
-    result = {"start": start, "sums": sums, "stats": stats_everywhere, "grads": grads, "refusals": refusals,
+    result = {"start": start, "sums": sums, "stats": stats_everywhere, "grads": grads, "micro_gap": torch.tensor(micro_gap), "refusals": refusals,
               "unequal_steps": unequal_steps, "unequal_sums": unequal_sums}
     result = {k: [t.numpy() for t in v] if isinstance(v, list) else v.numpy() for k, v in result.items()}
     return {**result, "refused": refused}
@@ -93,6 +99,7 @@ def test_sharded_update_keeps_ranks_identical_and_averages_gradients():
     (-(ADVANTAGES * ratio * mask).sum() / mask.sum()).backward()
     for ddp_grad, p in zip(result["grads"], model.parameters(), strict=True):
         assert torch.allclose(torch.from_numpy(ddp_grad), p.grad, atol=1e-6)
+    assert result["micro_gap"] < 1e-6  # one-row micro-batches accumulate to the same all-reduced gradient
 
     assert (result["unequal_steps"] == 2).all()  # every parameter of both ranks took exactly two Adam steps
     unequal_sums = torch.from_numpy(result["unequal_sums"])
