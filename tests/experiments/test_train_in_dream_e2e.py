@@ -59,9 +59,10 @@ def test_the_recipe_saves_a_policy_trained_in_the_dream_and_judges_it_in_the_rea
     for run in ("before_rl", "dream_run"):
         assert (recipe / run / "done").is_file() and not (recipe / run / "failed").exists(), run
         assert (recipe / run / "models" / "policy" / "config.json").is_file(), run
-        result = json.loads((recipe / f"real_{run}.json").read_text())
-        assert (result["env"], result["env_kwargs"], result["episodes"]) == (*REAL, 4)
-    assert "success in the real env (held-out seeds)     before RL" in (recipe / "stdout.txt").read_text()
+        for decoding, greedy in (("greedy", True), ("sampled", False)):
+            result = json.loads((recipe / f"real_{run}_{decoding}.json").read_text())
+            assert (result["env"], result["env_kwargs"], result["episodes"], result["greedy"]) == (*REAL, 4, greedy)
+    assert "success in the real env, greedy              before RL" in (recipe / "stdout.txt").read_text()
 
 
 def test_the_dream_runs_episodes_went_through_the_adapter_not_the_real_env(recipe):
