@@ -119,6 +119,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run's config.yaml to take the env and policy settings from (default: the "
         "config.yaml of the run DIR belongs to); needed for a policy folder outside a run",
     )
+    add_env_options(parser)
+    parser.add_argument(
+        "--device", default="cpu", help="torch device the policy runs on, e.g. cuda (default cpu)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also write the figures and the env seeds played to this JSON file",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def add_env_options(parser: argparse.ArgumentParser) -> None:
+    """``--env`` and ``--env-kwargs``: play in another env than the run's."""
     parser.add_argument(
         "--env",
         default=None,
@@ -133,18 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help='options of --env as a JSON object, e.g. \'{"n": 5, "max_turns": 3}\' (default {})',
     )
-    parser.add_argument(
-        "--device", default="cpu", help="torch device the policy runs on, e.g. cuda (default cpu)"
-    )
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="also write the figures and the env seeds played to this JSON file",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
