@@ -67,7 +67,13 @@ class GymTextEnv:
             raise ValueError(f"env.kwargs.max_turns must be an integer >= 1, got {max_turns!r}")
         self.entry_point, self.kwargs = entry_point, dict(kwargs or {})
         self.max_turns, self.success_reward = max_turns, float(success_reward)
-        inner = load_entry_point(entry_point)(**self.kwargs)
+        build = load_entry_point(entry_point)
+        try:
+            inner = build(**self.kwargs)
+        except Exception as error:  # the wrapped env's own message, on one line, under the key that fed it
+            message = " ".join(str(error).split())
+            raise ValueError(f"env.kwargs.kwargs: {entry_point} refused {self.kwargs} "
+                             f"({type(error).__name__}: {message})") from error
         for method in ("reset", "step"):
             if not callable(getattr(inner, method, None)):
                 raise ValueError(f"env.kwargs.entry_point {entry_point!r} built a {type(inner).__name__} without {method}()")

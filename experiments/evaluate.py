@@ -3,6 +3,7 @@
     python -m experiments.evaluate outputs/2026-12-01/10-00-00_hidden_number_grpo_s0
     python -m experiments.evaluate RUN/checkpoints/iteration_00020 --episodes 500
     python -m experiments.evaluate path/to/hf_model --config RUN/config.yaml --device cuda
+    python -m experiments.evaluate DREAM_RUN --env hidden_number --env-kwargs '{"n": 5}'
 
 DIR is a run folder written by ``experiments.train`` (its final ``models/policy/`` is played, or an
 older run's ``policy/``) or a policy folder (``RUN/models/policy``, ``RUN/checkpoints/iteration_N``, or
@@ -16,11 +17,16 @@ while training, so this is a fresh check rather than a replay of the curve in me
 the same ``--seed`` every run of one env is judged on the same episodes. Prints success rate, mean
 return, mean turns, the share of invalid actions and a few transcripts (failures and successes,
 alternately); exits 1 with one line when DIR is not a run or policy folder.
+
+``--env`` (with ``--env-kwargs``) plays the policy in another env than the run's, with the prompt
+settings the run trained with: a policy trained in a learned model (``reverie/Dream-v0`` through
+``env=gym_text``, docs/dream_gym.md) is judged in the real env it imagines.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +41,7 @@ from experiments.evaluation import (
     summarise,
     training_eval_seeds,
 )
-from experiments.saved_run import SavedRun, SavedRunError, find_saved_run, load_policy
+from experiments.saved_run import SavedRun, SavedRunError, find_saved_run, load_policy, with_env
 
 DEFAULT_EPISODES = 100
 DEFAULT_TRANSCRIPTS = 3
@@ -113,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run's config.yaml to take the env and policy settings from (default: the "
         "config.yaml of the run DIR belongs to); needed for a policy folder outside a run",
     )
+    add_env_options(parser)
     parser.add_argument(
         "--device", default="cpu", help="torch device the policy runs on, e.g. cuda (default cpu)"
     )
@@ -127,11 +134,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_env_options(parser: argparse.ArgumentParser) -> None:
+    """``--env`` and ``--env-kwargs``: play in another env than the run's."""
+    parser.add_argument(
+        "--env",
+        default=None,
+        metavar="NAME",
+        help="play in this env instead of the run's (e.g. the real env of a policy trained in a "
+        "dream), with the run's prompt settings (default: the run's env)",
+    )
+    parser.add_argument(
+        "--env-kwargs",
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help='options of --env as a JSON object, e.g. \'{"n": 5, "max_turns": 3}\' (default {})',
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         saved = find_saved_run(args.dir, args.config)
+        if args.env_kwargs is not None and args.env is None:
+            raise SavedRunError("--env-kwargs needs --env (the env those options are for)")
+        played = saved if args.env is None else with_env(saved, args.env, args.env_kwargs)
+        # the run's own env builds the prompt: the policy is prompted as it was trained
         policy = load_policy(saved, greedy=not args.sample, seed=args.seed, device=args.device)
+        saved = played
     except SavedRunError as error:
         print(f"experiments.evaluate: {error}", file=sys.stderr)
         return 1
@@ -163,6 +193,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     return 0
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error})") from error
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:

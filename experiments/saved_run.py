@@ -106,6 +106,18 @@ def load_policy(saved: SavedRun, *, greedy: bool = True, seed: int = 0, device: 
     return LMPolicy(model.to(device).eval(), tokenizer, cfg, seed=seed, **preamble)
 
 
+def with_env(saved: SavedRun, name: str, kwargs: dict[str, Any] | None = None) -> SavedRun:
+    """``saved`` played in env ``name`` with ``kwargs`` instead of the run's own env (a policy trained
+    in a dream, ``reverie/Dream-v0`` through ``gym_text``, played in the real env it imagines).
+    Raises SavedRunError, naming ``--env``, for an unknown env or option."""
+    try:
+        env = _schema(EnvConfig, {"name": name, "kwargs": dict(kwargs or {})})
+        make(env.name, **env.kwargs)  # an unknown env or option fails here, by name
+    except (OmegaConfBaseException, ValueError, TypeError) as error:
+        raise SavedRunError(f"--env {name} --env-kwargs {kwargs or {}}: {_one_line(error)}") from error
+    return dataclasses.replace(saved, env=env)
+
+
 def _is_policy_dir(folder: Path) -> bool:
     return all((folder / name).is_file() for name in MODEL_FILES)
 

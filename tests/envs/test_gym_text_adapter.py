@@ -57,6 +57,13 @@ def test_a_bad_entry_point_fails_naming_the_key(entry_point, message):
         make("gym_text", entry_point=entry_point)
 
 
+def test_an_option_the_wrapped_env_refuses_fails_in_one_line_naming_the_key():
+    with pytest.raises(ValueError, match=r"^env.kwargs.kwargs: envs.gym_toy:GuessNumberText refused \{'size': 3\} "
+                                         r"\(TypeError: .*unexpected keyword argument 'size'\)$") as raised:
+        make("gym_text", kwargs={"size": 3})
+    assert "\n" not in str(raised.value)
+
+
 class NotSeeded(GuessNumberText):
     """Ignores the seed: the hidden number comes from an unseeded source."""
 

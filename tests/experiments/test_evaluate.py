@@ -237,6 +237,33 @@ def test_cli_refuses_a_folder_that_is_not_a_run_in_one_line(tmp_path, capsys):
     assert captured.err.startswith(f"experiments.evaluate: {tmp_path} is not a run folder")
 
 
+def test_env_plays_the_policy_in_another_env_than_the_runs(tmp_path, capsys):
+    # The run trained on n=5 in 3 turns; --env plays it in 2 turns: every episode ends by turn 2.
+    run = save_tiny_run(tmp_path / "run")
+    out = tmp_path / "result.json"
+    argv = [str(run), "--env", "hidden_number", "--env-kwargs", '{"n": 5, "max_turns": 2}', "--episodes", "6",
+            "--transcripts", "0", "--json", str(out), "--no-progress"]
+    assert cli.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert (result["env"], result["env_kwargs"]) == ("hidden_number", {"n": 5, "max_turns": 2})
+    assert 1 <= result["evaluate/episode_length"] <= 2
+    assert "hidden_number (n=5, max_turns=2)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "no_such_env"], "--env no_such_env"),
+    (["--env", "hidden_number", "--env-kwargs", '{"size": 3}'], "--env hidden_number --env-kwargs {'size': 3}"),
+    (["--env-kwargs", '{"n": 5}'], "--env-kwargs needs --env"),
+])
+def test_a_bad_env_override_is_refused_in_one_line_naming_the_option(tmp_path, capsys, argv, message):
+    run = save_tiny_run(tmp_path / "run")
+    capsys.readouterr()  # saving the model writes a progress bar
+    assert cli.main([str(run), *argv, "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert message in captured.err
+
+
 def test_help_explains_every_option(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
@@ -248,6 +275,8 @@ def test_help_explains_every_option(capsys):
         "--sample",
         "--config",
         "--device",
+        "--env",
+        "--env-kwargs",
         "--json",
         "--no-progress",
         "held-out",

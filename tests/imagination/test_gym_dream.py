@@ -365,3 +365,28 @@ def test_the_library_imports_without_gymnasium():
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=300)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+# --- through Reverie's own gymnasium adapter (env=gym_text) ---------------------------------------
+def adapter_kwargs(folder: str, **extra) -> dict:
+    """``env.kwargs`` of ``env=gym_text`` pointed at the dream (docs/dream_gym.md)."""
+    return {"entry_point": "gymnasium:make",
+            "kwargs": {"id": f"imagination.gym_dream:{gym_dream.ENV_ID}", "world_model": folder,
+                       "env": "hidden_number", **extra}}
+
+
+def test_the_gym_text_adapter_plays_the_dream_as_gymnasium_make_does(folders):
+    actions = ["guess(8)", "guess(4)", "hello", "guess(2)", "guess(1)", "guess(3)"]
+    direct = episode(dream(folders["hidden_number"]), 5, actions)
+    adapter = make("gym_text", **adapter_kwargs(folders["hidden_number"]))
+    through = [adapter.reset(5)]
+    for action in actions[:len(direct) - 1]:
+        result = adapter.step(action)
+        through.append((result.observation, result.reward))
+    assert through == [direct[0][0], *((obs, reward) for obs, reward, _, _ in direct[1:])]
+    assert result.done or result.info["truncated"]  # the dream's episode end is the adapter's
+
+
+def test_a_dream_option_the_adapter_cannot_pass_is_refused_naming_the_key(folders):
+    with pytest.raises(ValueError, match=r"^env.kwargs.kwargs: gymnasium:make refused .*unexpected keyword argument 'horizn'"):
+        make("gym_text", **adapter_kwargs(folders["hidden_number"], horizn=3))
