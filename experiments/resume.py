@@ -155,10 +155,10 @@ def extension_start(run_dir: Path, saved: dict[str, Any], run: Any) -> Checkpoin
     refusal = budget_refusal(saved, config_record(run))
     if refusal is not None:
         raise CheckpointError(refusal)
-    trainer = saved["trainer"]
     most_steps = most_iteration_steps(run)  # the keys it reads are the saved ones (only budgets differ)
     for folder in reversed(list_checkpoints(run_dir / CHECKPOINTS)):
         checkpoint = load_checkpoint(folder)
+        trainer = upgrade_record(checkpoint.config)["trainer"]  # the budget that wrote it (an older extension's)
         if usable_for_extension(checkpoint.loop, trainer["iterations"], trainer["max_env_steps"], most_steps):
             return checkpoint
     raise CheckpointError(
