@@ -6,7 +6,8 @@ did not shape, and must end with the metrics (wall and CPU times aside), weights
 summary of an uninterrupted run launched with the larger budget. The model-free run is extended through
 the command line (its ``.hydra/`` record takes the new budget, the original overrides kept beside it);
 the model-based one (``imagination=dyna``) in the test process. A smaller budget is refused first, in one
-line, with nothing in the folder changed.
+line, with nothing in the folder changed. A run of 4 iterations (whose last one evaluated off the
+schedule) extended to 6 ends as a 6-iteration run.
 """
 
 from __future__ import annotations
@@ -83,3 +84,15 @@ def test_a_model_based_run_extends_exactly(tmp_path):
     train_in_process([*model_based, f"trainer.max_env_steps={LARGE}", f"resume={short}"], short)
     assert_same_run(short, reference)
     assert sum(r["imagination/imagined_groups"] for r in read_records(short)[1:]) > 0  # it did imagine
+
+
+def test_more_iterations_extend_exactly(tmp_path):
+    # eval_every=3: the 4-iteration run's last iteration evaluated off the schedule, a 6-iteration run's did not
+    model_free = [*CASES["model_free"], "trainer.checkpoint_every=1"]
+    short, reference = tmp_path / "short", tmp_path / "reference"
+    train_in_process([*model_free, "trainer.iterations=4"], short)
+    assert "eval/success_rate" in read_records(short)[4]
+    train_in_process([*model_free, "trainer.iterations=6"], reference)
+    assert "eval/success_rate" not in read_records(reference)[4]
+    train_in_process(["trainer.iterations=6", f"resume={short}"], short)  # only the budget on the command line
+    assert_same_run(short, reference)
