@@ -66,7 +66,8 @@ def test_a_run_stopped_by_its_budget_extends_exactly(tmp_path):
     assert_ok(finish(start_train(f"resume={short}", f"trainer.max_env_steps={LARGE}")))
     assert_same_run(short, reference)
     assert (short / "done").exists()
-    assert yaml.safe_load((short / "config.yaml").read_text())["trainer"]["max_env_steps"] == LARGE
+    for saved in (short / "config.yaml", short / ".hydra" / "config.yaml"):
+        assert yaml.safe_load(saved.read_text())["trainer"]["max_env_steps"] == LARGE, saved
     overrides = yaml.safe_load((short / ".hydra" / "overrides.yaml").read_text())
     assert f"trainer.max_env_steps={LARGE}" in overrides and f"trainer.max_env_steps={SMALL}" not in overrides
     original = yaml.safe_load((short / ".hydra" / "overrides.original.yaml").read_text())
