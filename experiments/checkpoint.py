@@ -113,10 +113,12 @@ def save_checkpoint(
     *,
     keep: int = 2,
     write_extra: Callable[[Path], None] | None = None,
+    pinned: Path | None = None,
 ) -> Path:
     """Write ``checkpoint`` as ``root/iteration_NNNNN`` atomically, keep the newest ``keep``; return its folder.
 
     ``write_extra(folder)`` may add files (e.g. a Hugging Face policy folder's) before it is published.
+    ``pinned``: an older checkpoint folder kept as well (the one a budget extension goes on from).
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
@@ -152,7 +154,8 @@ def save_checkpoint(
     os.rename(tmp, final)  # the commit point
     fsync_dir(root)
     for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old)
+        if old != pinned:
+            shutil.rmtree(old)
     return final
 
 

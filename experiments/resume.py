@@ -27,7 +27,21 @@ from omegaconf import DictConfig, OmegaConf
 
 from envs.store import StoreError, TrajectoryStore
 from envs.trajectory import Trajectory
-from experiments.checkpoint import Checkpoint, CheckpointError, LoopState, load_latest
+from experiments.budget_extension import (
+    BUDGET_KEYS,
+    budget_refusal,
+    extended_keys,
+    most_iteration_steps,
+    usable_for_extension,
+)
+from experiments.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    LoopState,
+    list_checkpoints,
+    load_checkpoint,
+    load_latest,
+)
 from experiments.config_renames import upgrade_record
 from experiments.neutral_keys import NEUTRAL_KEYS
 
@@ -45,8 +59,8 @@ def config_record(run: Any) -> dict[str, Any]:
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``differing_keys`` less the ``NEUTRAL_KEYS`` ones."""
-    return [key for key in differing_keys(saved, current) if key not in NEUTRAL_KEYS]
+    """``differing_keys`` less the ``NEUTRAL_KEYS`` and ``BUDGET_KEYS`` ones (``budget_refusal`` rules on those)."""
+    return [key for key in differing_keys(saved, current) if key not in (*NEUTRAL_KEYS, *BUDGET_KEYS)]
 
 
 def differing_keys(saved: Any, current: Any, prefix: str = "") -> list[str]:
@@ -76,23 +90,22 @@ def describe_differences(saved: dict[str, Any], current: dict[str, Any], keys: l
 def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictConfig:
     """The config to resume ``cfg.resume`` with, or SystemExit with one line saying why not.
 
-    ``task_overrides`` are the command line's overrides: when ``resume=`` and ``NEUTRAL_KEYS`` are
-    the only keys, the saved config is used with those keys set; otherwise the composed ``cfg`` must
-    equal the saved one (``NEUTRAL_KEYS`` aside).
+    ``task_overrides`` are the command line's overrides: when ``resume=``, ``NEUTRAL_KEYS`` and
+    ``BUDGET_KEYS`` are the only keys, the saved config is used with those keys set; otherwise the
+    composed ``cfg`` must equal the saved one (``NEUTRAL_KEYS`` and ``BUDGET_KEYS`` aside). A larger
+    budget extends the run (``experiments/budget_extension.py``): the folder is rewound to the newest
+    checkpoint the old budget did not shape, and the ``.hydra/`` record takes the new budget.
     """
     run_dir = Path(cfg.resume)
     if not run_dir.is_dir():
         raise SystemExit(f"resume={run_dir}: no such run folder")
-    if (run_dir / "done").exists():
-        raise SystemExit(f"resume={run_dir}: that run has finished (it has a done marker); nothing to resume")
     try:
         checkpoint = load_latest(run_dir / CHECKPOINTS)
-        check_rewindable(run_dir, checkpoint.loop, run_dir / STORE)
     except CheckpointError as err:
         raise SystemExit(f"resume={run_dir}: {err}") from None
     saved = upgrade_record(checkpoint.config)  # a checkpoint from before the nested sections
     keys_given = [o.lstrip("+~").split("=", 1)[0] for o in task_overrides]
-    if any(key not in (*NOT_COMPARED, *NEUTRAL_KEYS) for key in keys_given):
+    if any(key not in (*NOT_COMPARED, *NEUTRAL_KEYS, *BUDGET_KEYS) for key in keys_given):
         current = config_record(validate(cfg))
         keys = config_differences(saved, current)
         if keys:
@@ -100,7 +113,26 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
                 f"resume={run_dir}: the command line's config differs from the saved one in "
                 f"{len(keys)} key(s): {describe_differences(saved, current, keys)}"
             )
-        return cfg
+        resumed = cfg
+    else:
+        resumed = saved_config(cfg, saved, [key for key in keys_given if key in (*NEUTRAL_KEYS, *BUDGET_KEYS)])
+    run = validate(resumed)
+    extended = extended_keys(saved, config_record(run))
+    if (run_dir / "done").exists() and not extended:
+        raise SystemExit(f"resume={run_dir}: that run has finished (it has a done marker); nothing to resume "
+                         f"(a larger {' / '.join(BUDGET_KEYS)} extends it)")
+    try:
+        start = extension_start(run_dir, saved, run) if extended else checkpoint
+        check_rewindable(run_dir, start.loop, run_dir / STORE)
+    except CheckpointError as err:
+        raise SystemExit(f"resume={run_dir}: {err}") from None
+    if extended:
+        start_extension(run_dir, start.loop.iteration, {key: OmegaConf.select(resumed, key) for key in extended})
+    return resumed
+
+
+def saved_config(cfg: DictConfig, saved: dict[str, Any], keys_set: list[str]) -> DictConfig:
+    """The saved config as a ``DictConfig`` of ``cfg``'s schema, with ``keys_set`` taken from ``cfg``."""
     resumed = cfg.copy()
     for key, value in saved.items():
         node = cfg.get(key)
@@ -112,15 +144,60 @@ def resume_config(cfg: DictConfig, task_overrides: list[str], validate) -> DictC
             resumed[key] = OmegaConf.merge(OmegaConf.structured(OmegaConf.get_type(node)), value)
         else:
             resumed[key] = value
-    for key in keys_given:
-        if key in NEUTRAL_KEYS:
-            OmegaConf.update(resumed, key, OmegaConf.select(cfg, key))
+    for key in keys_set:
+        OmegaConf.update(resumed, key, OmegaConf.select(cfg, key))
     return resumed
 
 
+def extension_start(run_dir: Path, saved: dict[str, Any], run: Any) -> Checkpoint:
+    """The checkpoint a budget extension goes on from: the newest the saved budget did not shape.
+    CheckpointError (one line) when the new budget is refused or no such checkpoint is left."""
+    refusal = budget_refusal(saved, config_record(run))
+    if refusal is not None:
+        raise CheckpointError(refusal)
+    most_steps = most_iteration_steps(run)  # the keys it reads are the saved ones (only budgets differ)
+    for folder in reversed(list_checkpoints(run_dir / CHECKPOINTS)):
+        checkpoint = load_checkpoint(folder)
+        trainer = upgrade_record(checkpoint.config)["trainer"]  # the budget that wrote it (an older extension's)
+        if usable_for_extension(checkpoint.loop, trainer["iterations"], trainer["max_env_steps"], most_steps):
+            return checkpoint
+    raise CheckpointError(
+        f"{' / '.join(extended_keys(saved, config_record(run)))} can not be extended: every checkpoint left "
+        "was written after the old budget shaped the run (its last or budget-reaching iterations)"
+    )
+
+
+def start_extension(run_dir: Path, iteration: int, budget: dict[str, Any]) -> None:
+    """Make ``iteration``'s checkpoint the newest and the run unfinished, and record the new budget in
+    ``.hydra/`` (the original overrides stay in ``overrides.original.yaml``); ``config.yaml`` is
+    rewritten by the run itself."""
+    for folder in list_checkpoints(run_dir / CHECKPOINTS):
+        if int(folder.name.split("_")[1]) > iteration:  # states of the old budget's run, never resumed
+            shutil.rmtree(folder)
+    for name in ("done", "summary.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    hydra = run_dir / ".hydra"
+    overrides = hydra / "overrides.yaml"
+    if overrides.is_file():
+        original = hydra / "overrides.original.yaml"
+        if not original.exists():
+            shutil.copyfile(overrides, original)
+        items = [item for item in OmegaConf.load(overrides) if item.lstrip("+~").split("=", 1)[0] not in budget]
+        shown = {key: "null" if value is None else value for key, value in budget.items()}
+        OmegaConf.save(OmegaConf.create([*items, *(f"{key}={value}" for key, value in shown.items())]), overrides)
+    if (hydra / "config.yaml").is_file():
+        composed = OmegaConf.load(hydra / "config.yaml")
+        for key, value in budget.items():
+            OmegaConf.update(composed, key, value)
+        OmegaConf.save(composed, hydra / "config.yaml")
+
+
 def check_config(saved: dict[str, Any], run: Any, run_dir: Path) -> None:
-    """Refuse (CheckpointError) a run whose config is not the checkpoint's."""
+    """Refuse (CheckpointError) a run whose config is not the checkpoint's, bar an extended budget."""
     current = config_record(run)
+    refusal = budget_refusal(saved, current)
+    if refusal is not None:
+        raise CheckpointError(f"the checkpoint in {run_dir} can not go on: {refusal}")
     keys = config_differences(saved, current)
     if keys:
         raise CheckpointError(

@@ -6,6 +6,7 @@ import random
 
 import torch
 
+from experiments.budget_extension import pinned_checkpoint
 from experiments.build import RunParts
 from experiments.checkpoint import Checkpoint, save_checkpoint
 from experiments.loop_progress import LoopProgress
@@ -39,8 +40,10 @@ def save_run_checkpoint(parts: RunParts, progress: LoopProgress, iteration: int,
     modules, generators, randoms = checkpointed_state(parts, progress)
     state = {"learner": parts.learner.state_dict(), "rng": capture_rng(generators, randoms),
              **{name: None if module is None else module.state_dict() for name, module in modules.items()}}
-    save_checkpoint(parts.run_dir / CHECKPOINTS, Checkpoint(config_record(parts.run), loop, state),
-                    write_extra=lambda folder: save_policy(parts.policy, folder))
+    root = parts.run_dir / CHECKPOINTS
+    pinned = pinned_checkpoint(root, iteration, stopped, progress.history, parts.run)  # for a budget extension
+    save_checkpoint(root, Checkpoint(config_record(parts.run), loop, state),
+                    write_extra=lambda folder: save_policy(parts.policy, folder), pinned=pinned)
 
 
 def restore_parts(parts: RunParts, progress: LoopProgress, checkpoint: Checkpoint) -> int:

@@ -147,7 +147,8 @@ def looks_like_a_path(word: str) -> bool:
 
 
 # files that a run, a report or a benchmark writes; the pages name them, the repository has none
-WRITTEN_AT_RUN_TIME = frozenset({"report.md", "benchmarks/critic_cost.png", "benchmarks/baselines/"})
+WRITTEN_AT_RUN_TIME = frozenset({"report.md", "benchmarks/critic_cost.png", "benchmarks/baselines/",
+                                 ".hydra/overrides.original.yaml"})  # a budget extension keeps the original command
 
 
 @functools.cache
