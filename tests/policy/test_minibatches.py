@@ -231,9 +231,8 @@ def test_plain_minibatches_at_full_width_are_the_earlier_update_bit_for_bit():
         reference.policy.train()
         for epoch in minibatches:
             for idx in epoch:
-                reference._step(
-                    batch.index(idx), {"advantages": advantages[idx], "old_logp": old[idx]}, None, None
-                )
+                one_micro_batch = [(batch.index(idx), {"advantages": advantages[idx], "old_logp": old[idx]}, None)]
+                reference._step(one_micro_batch, None, None)
 
     for a, b in zip(learner.policy.parameters(), reference.policy.parameters(), strict=True):
         assert torch.equal(a, b)
