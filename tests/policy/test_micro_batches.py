@@ -66,3 +66,11 @@ def test_micro_rows_are_contiguous_chunks():
     assert [c.tolist() for c in micro_rows(idx, 9)] == [[5, 3, 1, 0, 2]]
     with pytest.raises(ValueError, match="micro_batch_size must be >= 1"):
         micro_rows(idx, 0)
+
+
+def test_a_minibatch_with_a_single_response_token_gives_it_the_whole_share():
+    # One token and one value row in the whole minibatch, both in the second micro-batch: it carries the
+    # minibatch's loss alone (share 1), the first none (a denominator of exactly 1 is not empty).
+    first, second = micro_batch_shares(torch.tensor([0, 0, 1]), torch.tensor([0.0, 0.0, 1.0]), [2, 1])
+    assert first == Shares(tokens=0.0, sequences=0.0, value_rows=0.0)
+    assert second == Shares(tokens=1.0, sequences=1.0, value_rows=1.0)
