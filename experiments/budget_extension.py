@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envs import make
-from experiments.checkpoint import LoopState, list_checkpoints
+from experiments.checkpoint import LoopState, checkpoint_iteration, list_checkpoints
 
 BUDGET_KEYS = ("trainer.iterations", "trainer.max_env_steps", "trainer.time_budget_s")
 SCHEDULED_OVER_BUDGET = ("trainer.iterations", "trainer.max_env_steps")  # what ``budget_spent`` reads
@@ -93,5 +93,5 @@ def pinned_checkpoint(root: Path, iteration: int, stopped: bool, history: list[d
         limit = min(limit, iteration)
     if iteration < limit:
         return None
-    earlier = [path for path in list_checkpoints(root) if int(path.name.split("_")[1]) < limit]
+    earlier = [path for path in list_checkpoints(root) if checkpoint_iteration(path) < limit]
     return earlier[-1] if earlier else None

@@ -98,6 +98,14 @@ def checkpoint_name(iteration: int) -> str:
     return f"iteration_{iteration:05d}"
 
 
+def checkpoint_iteration(folder: Path) -> int:
+    """The iteration a published checkpoint folder (``checkpoint_name``) holds."""
+    match = _NAME.fullmatch(folder.name)
+    if match is None:
+        raise ValueError(f"{folder} is not a checkpoint folder (iteration_NNNNN)")
+    return int(match.group(1))
+
+
 def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
     """Published checkpoint folders under ``root``, oldest first (temp folders are not listed)."""
     root = Path(root)

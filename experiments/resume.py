@@ -38,6 +38,7 @@ from experiments.checkpoint import (
     Checkpoint,
     CheckpointError,
     LoopState,
+    checkpoint_iteration,
     list_checkpoints,
     load_checkpoint,
     load_latest,
@@ -172,7 +173,7 @@ def start_extension(run_dir: Path, iteration: int, budget: dict[str, Any]) -> No
     ``.hydra/`` (the original overrides stay in ``overrides.original.yaml``); ``config.yaml`` is
     rewritten by the run itself."""
     for folder in list_checkpoints(run_dir / CHECKPOINTS):
-        if int(folder.name.split("_")[1]) > iteration:  # states of the old budget's run, never resumed
+        if checkpoint_iteration(folder) > iteration:  # states of the old budget's run, never resumed
             shutil.rmtree(folder)
     for name in ("done", "summary.json"):
         (run_dir / name).unlink(missing_ok=True)
