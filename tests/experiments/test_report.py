@@ -341,6 +341,15 @@ def test_the_ledger_table_names_its_first_two_columns_and_each_runs_seed(tmp_pat
     assert seeds == ["3", "5"]
 
 
+def test_the_ledger_table_shows_a_dash_for_a_run_without_a_known_seed(tmp_path):
+    from experiments.reporting.table import ledger_table
+
+    # No seed override, no config, no summary.json and no _s<seed> in the folder name: the seed is unknown.
+    make_run(tmp_path / "unseeded", None, [(0, 0.1), (900, 0.5)], summary=False)
+    lines = ledger_table(configurations(load_runs(tmp_path))).splitlines()
+    assert [line.split("|")[2].strip() for line in lines[2:]] == ["-"]
+
+
 def test_value_at_a_budget_needs_the_run_to_have_spent_it():
     curve = [(0, 0.1), (100, 0.5), (240, 0.8)]
     assert value_at_budget(curve, 0) == 0.1 and value_at_budget(curve, 99) == 0.1
