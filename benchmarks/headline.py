@@ -20,7 +20,10 @@ Per env it writes ``sample_efficiency.md`` / ``.png`` (every arm, the ledger, th
 (the report's order: every seed reached 0.8, fewest real steps; then the share that reached it; then
 final success), their real steps to 0.8 (geometric mean over seeds with a 95% interval on the log
 scale), success at each budget, CPU time per run, the per-seed ratio with its 95% interval, and the
-break-even cost of a real step.
+break-even cost of a real step; then, at each of the success thresholds 0.6, 0.7, 0.8 and 0.9, the best
+arm of each side at it, their real steps and CPU time to it, and the paired per-seed ratio with and
+without the warm start's steps counted (``benchmarks/headline_thresholds.py``). The figure shades
+the band of thresholds.
 
 With ``--keep DIR`` the record of every finished run (``experiments/reporting/archive.py``: its
 overrides, config, summary and evaluations, at most a few hundred kilobytes) is copied to ``DIR/<env>/`` beside the
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import sample_efficiency
+from benchmarks.headline_thresholds import THRESHOLDS, THRESHOLDS_NOTE, threshold_rows, thresholds_table
 from benchmarks.sample_efficiency import (
     DEFAULT_METHODS,
     REFERENCE,
@@ -130,12 +134,15 @@ def write_headline(env_dir: Path, runs: list[Run]) -> Path | None:
         return None
     configs = configurations(runs, REPORT_IGNORE, names=method_name)
     png = plot_report({label: configs[label] for label in (mb.label, mf.label)}, env_dir / "headline.png", TARGET,
-                      order=[mb.label, mf.label], max_steps=plan.model_free_steps, only=[None])
+                      order=[mb.label, mf.label], max_steps=plan.model_free_steps, only=[None], thresholds=THRESHOLDS)
     md = env_dir / "headline.md"
     md.write_text("\n".join([
         f"# {env_dir.name}: the best model-based arm against the best model-free method or control", "",
-        headline_table(mb, mf, plan), "", STEPS_NOTE, "", headline(runs, TARGET), "", f"![success against real env steps]({png.name})",
-        "", "Every arm, its runs, the ledger and the overrides: `sample_efficiency.md`.", "",
+        headline_table(mb, mf, plan), "", STEPS_NOTE, "", headline(runs, TARGET), "",
+        f"![success against real env steps, the thresholds {THRESHOLDS[0]:g}-{THRESHOLDS[-1]:g} shaded]({png.name})",
+        "", f"## At thresholds {', '.join(f'{t:g}' for t in THRESHOLDS)}", "",
+        thresholds_table(threshold_rows(runs, THRESHOLDS)), "", THRESHOLDS_NOTE, "",
+        "Every arm, its runs, the ledger and the overrides: `sample_efficiency.md`.", "",
     ]), encoding="utf-8")
     return md
 

@@ -31,11 +31,13 @@ MARKERS_UP_TO = 40  # grid points up to which a line gets a dot per point
 
 def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: float | None = None,
                 order: Sequence[str] | None = None, max_steps: float | None = None,
-                only: Sequence[str | None] | None = None) -> Path:
+                only: Sequence[str | None] | None = None, thresholds: Sequence[float] = ()) -> Path:
     """Draw the figure to ``path`` (PNG) and return it. ``order`` (labels, e.g. the table's best-first
     order) sets line colours and legend order; failed runs are left out of the lines. ``max_steps``
     ends the x-axis there, so that one long run does not squeeze the others into a corner. ``only``:
-    the panels to draw, by series name (None: held-out success), when not all that were logged."""
+    the panels to draw, by series name (None: held-out success), when not all that were logged.
+    ``thresholds``: success levels shaded as a band from the lowest to the highest on the success
+    panel, a thin line at each."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,6 +66,11 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
                 _draw(ax, curve, colour[label], f"{_wrap(label)} ({seeds})", bounds)
             if series in RATES:
                 ax.set_ylim(-0.02, 1.02)
+            if series is None and thresholds:
+                low, high, band = threshold_band(thresholds)
+                ax.axhspan(low, high, color="0.5", alpha=0.1, linewidth=0, label=band)
+                for level in thresholds:
+                    ax.axhline(level, color="0.6", linewidth=0.6)
             if series is None and target is not None:
                 ax.axhline(target, color="0.4", linestyle=":", linewidth=1, label=f"target {target:g}")
             elif series in GAPS:
@@ -90,6 +97,11 @@ def plot_report(configs: Mapping[str, Sequence[Run]], path: str | Path, target: 
     fig.savefig(path, dpi=120, bbox_inches="tight", bbox_extra_artists=legends)
     plt.close(fig)
     return path
+
+
+def threshold_band(thresholds: Sequence[float]) -> tuple[float, float, str]:
+    """The success band the thresholds span, lowest to highest, and its legend entry."""
+    return min(thresholds), max(thresholds), f"thresholds {', '.join(f'{t:g}' for t in sorted(thresholds))}"
 
 
 def panel_series(configs: Mapping[str, Sequence[Run]]) -> list[str | None]:

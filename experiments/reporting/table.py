@@ -198,11 +198,15 @@ def format_duration(seconds: float | None, spread: float | None = None) -> str:
     """``45 s``, ``2.5 min``, ``1.2 h``; with ``spread``, both in the unit of ``seconds``: ``2.5 ± 0.4 min``."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
-    unit, scale, fmt = ("s", 1, "{:.0f}") if seconds < 120 else ("min", 60, "{:.1f}") if seconds < 7200 \
-        else ("h", 3600, "{:.1f}")
+    unit, scale, fmt = duration_unit(seconds)
     if spread is None or not math.isfinite(spread):
         return f"{fmt.format(seconds / scale)} {unit}"
     return f"{fmt.format(seconds / scale)} ± {fmt.format(spread / scale)} {unit}"
+
+
+def duration_unit(seconds: float) -> tuple[str, float, str]:
+    """The unit ``format_duration`` writes ``seconds`` in: its name, its seconds and the number format."""
+    return ("s", 1, "{:.0f}") if seconds < 120 else ("min", 60, "{:.1f}") if seconds < 7200 else ("h", 3600, "{:.1f}")
 
 
 def _pm(mean: float, std: float | None, fmt: str) -> str:

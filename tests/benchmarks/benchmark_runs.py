@@ -8,11 +8,12 @@ from pathlib import Path
 
 
 def write_benchmark_run(root: Path, method: str, values: list[float], *, seed: int = 0, every: int = 100,
-                        wall_s: float | None = None, cpu_s: float | None = None, done: bool = True) -> Path:
+                        wall_s: float | None = None, cpu_s: float | None = None, done: bool = True,
+                        ledger: dict | None = None) -> Path:
     """``<root>/method=<method>,seed=<seed>``, evaluated every ``every`` real env steps from step 0 with
     success ``values``, each method its own configuration. ``wall_s``: the elapsed time logged over
     the run; ``cpu_s``: a summary.json whose wall and CPU seconds are both ``cpu_s``; ``done=False``: a run
-    still in progress (no ``done`` marker)."""
+    still in progress (no ``done`` marker); ``ledger``: the summary's ledger of env steps (with ``cpu_s``)."""
     folder = root / f"method={method},seed={seed}"
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(f"- seed={seed}\n- marker={method}\n")
@@ -23,7 +24,8 @@ def write_benchmark_run(root: Path, method: str, values: list[float], *, seed: i
     (folder / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     if cpu_s is not None:
         (folder / "summary.json").write_text(json.dumps({"real_env_steps": every * last, "final_success": values[-1],
-                                                         "wall_s": cpu_s, "cpu_seconds": cpu_s}))
+                                                         "wall_s": cpu_s, "cpu_seconds": cpu_s,
+                                                         **({} if ledger is None else {"ledger": ledger})}))
     if done:
         (folder / "done").write_text("")
     return folder

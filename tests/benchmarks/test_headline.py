@@ -87,6 +87,8 @@ def test_report_only_writes_each_envs_headline_and_runs_nothing(hidden_number_sw
     headline.main(["--out", str(hidden_number_sweep.parent), "--report-only", "--envs", "hidden_number", "sokoban"])
     text = (hidden_number_sweep / "headline.md").read_text()
     assert "headline: mb_grpo_r0.9 10,000 [10,000, 10,000] against grpo_reuse" in text and RATIO in text
+    # the thresholds table: at 0.8 the same arms and ratio as the line (the CPU and ledger rows unrecorded here)
+    assert "| 0.8 | mb_grpo_r0.9 | grpo_reuse | 10,000 [10,000, 10,000] |" in text and "| 4.9x [0.4, 64.4] | 4.0, 6.0 |" in text
     assert (hidden_number_sweep / "headline.png").exists() and (hidden_number_sweep / "sample_efficiency.md").exists()
     assert "## sokoban: no runs yet" in capsys.readouterr().out
 
