@@ -19,7 +19,8 @@ WORLD_MODEL = [key for key in TINY_FIT if key.startswith("world_model.")]  # the
 # 1.0 after iteration 2 (one real group, one imagined); worked out by hand from the carry-over rule.
 FROM_SAVED = [*TINY, *WORLD_MODEL, "algo=grpo", "imagination=dyna", "imagination.ratio=0.75",
               "imagination.gate_threshold=0", "imagination.fit_on_warm_start=false",
-              "imagination.first_fit_steps=3", "imagination.fit_steps=2"]
+              "imagination.first_fit_steps=3", "imagination.fit_steps=2",
+              "imagination.fit_every=3"]  # a refit on the clock would be after iteration 3: a fit before is a first fit
 
 
 def test_open_at_start_imagines_from_the_first_iteration_of_a_run_from_a_saved_model(tmp_path):
@@ -36,7 +37,8 @@ def test_open_at_start_imagines_from_the_first_iteration_of_a_run_from_a_saved_m
     # Off: the gate opens at the first score, read on iteration 1's real episodes: all of it is real.
     assert first_off["imagination/imagined_groups"] == 0 and first_off["charts/real_env_steps"] >= 8
     # On: iteration 1 imagines both groups from training tasks' start states, playing no real step;
-    # the first fit waits for real data (iteration 2's one real group), then branching is as usual.
+    # the first fit waits for real data (iteration 2's one real group; the clock's next refit would be
+    # after iteration 3), then branching is as usual.
     assert first_on["imagination/gate_open"] == 1.0
     assert first_on["imagination/imagined_groups"] == 2 and first_on["charts/imagined_env_steps"] >= 8
     assert first_on["charts/real_env_steps"] == 0 < first_off["charts/real_env_steps"]
