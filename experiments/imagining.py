@@ -11,6 +11,7 @@ from experiments.distributed import gather_imagined, rank_seed, shard
 from experiments.loop_progress import LoopProgress
 from experiments.phase_timer import PhaseTimer, TimedAgent, TimedWorldModel
 from imagination.branching import sample_branch_points
+from imagination.dream_starts import task_start_points
 from imagination.imagine import ImaginedGroups, imagine_groups
 from imagination.value_expansion import expansion_branches, plan_expansion
 
@@ -20,7 +21,8 @@ def imagine(
     recent: Iterable[Trajectory], timer: PhaseTimer,
 ) -> ImaginedGroups:
     """``n_imagined`` groups' worth of imagined episodes branched from ``recent`` real episodes (or,
-    with value_expansion, from this update's ``kept`` ones), ids taken after every id used so far.
+    with value_expansion, from this update's ``kept`` ones; with ``imagination.open_at_start`` and no
+    real episode with a turn yet, from training tasks' start states), ids taken after every id used so far.
     Branch points are drawn from ``progress.branch_rng``; the ids are the caller's to mark used.
     ``timer``: the policy's turns go to ``imagine_policy``, the model's steps to ``imagine_model``, the
     rest of the imagining to ``imagine_other``."""
@@ -28,6 +30,10 @@ def imagine(
     imagination, group_size = run.imagination, run.trainer.group_size
     if imagination.mode == "value_expansion":  # continue this update's real turns, same episode budget
         branches, group_size = plan_expansion(expansion_branches(kept), n_imagined * group_size, progress.branch_rng)
+    elif imagination.open_at_start and not any(t.turns and t.source == "real" for t in recent):
+        # nothing real to branch from yet (a run opened at start): the training tasks' start states
+        branches = task_start_points(run.env.name, parts.env_kwargs, n_imagined,
+                                     seed=derive_seed(run.seed, "task-starts", iteration))
     else:
         branches = sample_branch_points(list(recent), n_imagined, start_share=imagination.start_share,
                                         rng=progress.branch_rng)

@@ -84,12 +84,16 @@ def check_saved(path: str | Path, name: str, env_name: str, env_kwargs: Mapping[
 
 
 def check_init_keys(run: Any) -> None:
-    """The validation of ``world_model.init`` and ``critic.init`` that needs no model built (a ``Resolved``)."""
+    """The validation of ``world_model.init`` and ``critic.init`` that needs no model built (a ``Resolved``),
+    and ``imagination.open_at_start``, which needs ``world_model.init``."""
     if run.world_model.init is not None:
         if not builds_world_model(run):
             raise ValueError(f"world_model.init: this run builds no world model (imagination.ratio is 0 and "
                              f"algo={run.algo.name}); drop it or imagine (imagination=dyna)")
         check_saved(run.world_model.init, "world_model", run.env.name, run.env.kwargs)
+    if run.imagination.open_at_start and run.world_model.init is None:  # a model fitted on nothing imagines noise
+        raise ValueError("imagination.open_at_start=true needs world_model.init=DIR (a saved world model): "
+                         "without one the first iteration would imagine in a model fitted on nothing")
     if run.critic.init is not None:
         if not run.algo.uses_critic:
             raise ValueError(f"critic.init: algo={run.algo.name} has no critic; drop it or use a critic-based "

@@ -69,7 +69,7 @@ class LoopProgress:
         warm_start_check_steps: int | None = 0,
     ) -> LoopProgress:
         return cls(
-            gate=ImaginationGate(imagination.gate_threshold),
+            gate=ImaginationGate(imagination.gate_threshold, is_open=imagination.open_at_start),
             recent=deque(maxlen=imagination.recent_trajectories),
             branch_rng=random.Random(branch_seed),
             warmup_left=imagination.warmup_iterations,

@@ -35,7 +35,10 @@ def model_based_step(
     recent = deque(progress.recent, maxlen=progress.recent.maxlen)  # what the loop holds once it applies the record
     recent.extend(real.collected)
     gate = dataclasses.replace(progress.gate)  # moved here; the loop takes its new state from the record
-    if parts.rank0:  # rank 0 scores and refits on its store; the other ranks take its weights and gate
+    # Nothing new to score and nothing ever fitted (imagination.open_at_start at a high ratio: the first
+    # iterations may collect no real episode): the first fit waits for real data.
+    waits = not progress.world_model_fitted and not real.collected
+    if parts.rank0 and not waits:  # rank 0 scores and refits on its store; the other ranks take its weights and gate
         model_metrics = refit_and_gate(world_model, gate, parts.store, real.collected, parts.run.imagination, iteration,
                                        first_fit=not progress.world_model_fitted,
                                        new_real_steps=progress.real_env_steps - progress.ledger.steps_at_refit,
@@ -50,7 +53,7 @@ def model_based_step(
         imagined = imagine(parts, progress, iteration, real.kept, n_imagined, recent, timer)
     record = PhaseRecord(
         groups=len(imagined.groups), trajectories=len(imagined.trajectories), recent=real.collected,
-        gate_open=gate.is_open, world_model_fitted=True,
+        gate_open=gate.is_open, world_model_fitted="wm/fit_trajectories" in model_metrics,  # (not without data)
         world_model_refit="wm/fit_trajectories" in model_metrics,  # every real step so far is in its data
         refit_iteration=iteration if "wm/fit_trajectories" in model_metrics else None,
         imagined_groups=len(imagined.groups), update_groups=len(imagined.groups) + len({t.group_id for t in real.kept}),

@@ -22,13 +22,14 @@ def imagined_minus_real_return(
     episode was played earlier, by the policy of up to ``recent_trajectories`` episodes ago, so the
     gap is model bias plus how much the policy improved since (plus the noise of one real
     continuation per branch); ``benchmarks.imagination_gap`` separates the two on a
-    finished run. NaN when there is no branch.
+    finished run. A turn-less branch trajectory (a training task's start state) has no real
+    continuation and is left out. NaN when there is no branch left.
     """
     if len(branches) != len(imagined_groups):
         raise ValueError(f"{len(branches)} branch points for {len(imagined_groups)} imagined groups")
     gaps = []
     for (real, k), group in zip(branches, imagined_groups, strict=True):
-        if not group:
+        if not group or not real.turns:  # a task's start state (no real episode played from it): no gap
             continue
         imagined = sum(return_after(t, k) for t in group) / len(group)
         gaps.append(imagined - return_after(real, k))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envs.checks import check_float, check_int
+from envs.checks import check_bool, check_float, check_int
 from world_model.fit_settings import FitSettings
 
 MODES = ("policy", "value_expansion")
@@ -64,6 +64,15 @@ class ImaginationConfig:
     gate_threshold: float = 0.0
     """Imagination stays off until the world model's one-step exact match on the newest real data
     (scored before it is fitted on them) reaches this; it closes again when it falls below."""
+    open_at_start: bool = False
+    """Open the gate before the first iteration, so the first iteration already imagines its share of
+    the groups (the scheduled ``ratio``, after any ``warmup_iterations``). For a run that starts from
+    a saved world model (needs ``world_model.init``): while no real episode with a turn is there to
+    branch from, imagined groups start at the env's training tasks' start states (seeds of the
+    training split, derived from the run's seed and the iteration: ``task_start_points``), which cost
+    no real step (the env is only reset); from the first real episode on, branch points are drawn
+    from recent real episodes as without it. Every later score moves the gate as usual (the warm-start
+    fit's too, with ``fit_on_warm_start``). The first fit waits for the first real episode."""
     fit_every: int = 1
     """Iterations between world-model refits (each on the store's newest real trajectories); unused
     when ``refit_every_steps`` is set."""
@@ -137,6 +146,10 @@ class ImaginationConfig:
         _check_int("gap_warning_iterations", self.gap_warning_iterations, 1)
         if self.fit_loop not in FIT_LOOPS:
             raise ValueError(f"imagination.fit_loop must be one of {FIT_LOOPS}, got {self.fit_loop!r}")
+        check_bool("imagination.open_at_start", self.open_at_start)
+        if self.open_at_start and not self.enabled:
+            raise ValueError("imagination.open_at_start=true needs imagination on (imagination.ratio > 0, or "
+                             "ratio_end or warmup_iterations): with imagination.ratio=0 nothing is imagined")
         self._check_refit_rules()
 
     def _check_refit_rules(self) -> None:

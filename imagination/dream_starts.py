@@ -8,6 +8,9 @@ function of the seed that made it:
 - :func:`draw_store_start`: a real trajectory of the env, chosen uniformly, and a turn of it to
   start after, chosen uniformly among the start (``k = 0``) and its mid-episode branch points
   that the turn budget still leaves a turn to play from.
+
+:func:`task_start_points` gives the training loop branch points at training tasks' start states
+when it has no real episode to branch from yet (``imagination.open_at_start``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,20 @@ def draw_train_seed(env_name: str, env_kwargs: dict[str, Any], rng: np.random.Ge
     """One env seed of the training split, drawn with ``rng``."""
     candidates_seed = int(rng.integers(TRAIN_SEEDS.start, TRAIN_SEEDS.stop))
     return split_seeds(env_name, env_kwargs, "train", seed=candidates_seed, count=1)[0]
+
+
+def task_start_points(
+    env_name: str, env_kwargs: dict[str, Any], count: int, *, seed: int
+) -> list[tuple[Trajectory, int]]:
+    """``count`` branch points ``(trajectory, 0)`` at the start states of distinct training tasks.
+
+    Each trajectory is turn-less, recorded nowhere (ids -1): an env seed of the training split
+    (``split_seeds(..., "train", seed=seed)``, so a fixed function of ``seed``), which
+    ``DreamEnv.start_from(trajectory, 0)`` starts from the real first observation of. That is an env
+    reset, not a step: such a start costs no real env step (the ledger counts none).
+    """
+    seeds = split_seeds(env_name, env_kwargs, "train", seed=seed, count=count)
+    return [(Trajectory(env_name, dict(env_kwargs), env_seed, group_id=-1, trajectory_id=-1), 0) for env_seed in seeds]
 
 
 def matching_trajectories(
