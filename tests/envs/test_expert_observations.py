@@ -42,6 +42,7 @@ ENVS = {
     "sokoban_small_rooms": lambda: make("sokoban", dim_room=(5, 5), num_boxes=1),
     "minishop": lambda: MinishopWithAnotherShop(),
     "gym_text": lambda: make("gym_text", entry_point="envs.gym_toy:GuessNumberText"),
+    "gym_text_taxi": lambda: make("gym_text", entry_point="envs.taxi_text:TaxiText"),
     "textarena_guess_the_number": textarena,
 }
 
@@ -61,7 +62,7 @@ def expert_actions_by_transcript(env) -> dict[str, dict[int, str]]:
             action = expert if rng.random() < 0.5 else env.random_action(rng)
             result = env.step(action)
             transcript += [action, result.observation]
-            done = result.done
+            done = result.done or result.info.get("truncated", False)  # a time limit ends it too
     return seen
 
 
