@@ -35,10 +35,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
 from benchmarks.sample_efficiency import run_overrides
 from benchmarks.warm_critic import explained_variances
 from experiments.report import write_report
-from experiments.reporting import Run, load_runs
+from experiments.reporting import Run, load_run, load_runs, mark_curve, steps_to_held_target
 from experiments.reporting.archive import archive_run
 from experiments.reporting.intervals import (
     TOO_FEW,
@@ -107,41 +109,70 @@ def first_ev(path: Path) -> list[float] | None:
     return json.loads(file.read_text()) if file.is_file() else None
 
 
-def run_one(out: Path, arm: str, seed: int, steps: int, extra: list[str], rerun: bool) -> Path:
-    """One headline ppo_turn run into ``run_dir(out, arm, seed)`` in a subprocess (kept when done),
-    then its first iterations' explained variances beside its metrics."""
-    folder = run_dir(out, arm, seed)
-    if run_status(folder) == "done" and not rerun:
-        print(f"  kept {folder.name} (done)", flush=True)
-        return folder
-    if folder.exists():
-        shutil.rmtree(folder)  # a run stopped midway starts again
-    bench = argparse.Namespace(eval_every_steps=None, overrides=[], env_steps=steps, iterations=100_000, out=out,
-                               checkpoint_every=10)  # the headline's settings, its checkpoints included
-    command = [sys.executable, "-m", "experiments.train", *run_overrides(ENV, METHOD, seed, bench, folder), *extra]
+def decided(folder: Path) -> bool:
+    """Whether a finished run's held crossing of ``TARGET`` is already decided: found among its marks
+    before the last one (the last is the budget's own evaluation, which a longer run plays otherwise;
+    no later mark can move a crossing found before it)."""
+    run = load_run(folder)
+    points = mark_curve(run.curve, run.eval_every_steps) if run.eval_every_steps else run.curve
+    return steps_to_held_target(points[:-1], TARGET) is not None
+
+
+def budget_of(folder: Path) -> int:
+    """A run's real-step budget (``trainer.max_env_steps`` of its saved config)."""
+    return int(yaml.safe_load((folder / "config.yaml").read_text())["trainer"]["max_env_steps"])
+
+
+def train(command: list[str], log: Path) -> int:
+    """``python -m experiments.train *command`` in a subprocess of one thread, its output appended to ``log``."""
     env_vars = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with (folder.parent / f"{folder.name}.log").open("w") as log:
-        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env_vars)
-    if code == 0:
+    with log.open("a") as handle:
+        return subprocess.call([sys.executable, "-m", "experiments.train", *command], stdout=handle,
+                               stderr=subprocess.STDOUT, env=env_vars)
+
+
+def run_one(out: Path, arm: str, seed: int, steps: int, extra: list[str], rerun: bool, stage: int | None) -> Path:
+    """One headline ppo_turn run into ``run_dir(out, arm, seed)`` in a subprocess (kept when done). With
+    ``stage``: first to ``stage`` real steps, then extended by ``stage`` at a time (``resume=`` with a
+    larger budget, which ends as a run launched with it would) until its held crossing is decided or it
+    has spent ``steps``. Then its first iterations' explained variances beside its metrics."""
+    folder = run_dir(out, arm, seed)
+    log = folder.parent / f"{folder.name}.log"
+    if rerun or run_status(folder) != "done":
+        if folder.exists():
+            shutil.rmtree(folder)  # a run stopped midway starts again
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        log.unlink(missing_ok=True)
+        bench = argparse.Namespace(eval_every_steps=None, overrides=[], env_steps=min(stage or steps, steps),
+                                   iterations=100_000, out=out, checkpoint_every=10)  # the headline's settings
+        train([*run_overrides(ENV, METHOD, seed, bench, folder), *extra], log)
+    while stage and run_status(folder) == "done" and budget_of(folder) < steps and not decided(folder):
+        budget = min(budget_of(folder) + stage, steps)
+        train([f"resume='{folder}'", f"trainer.max_env_steps={budget}", "trainer.progress=false"], log)
+    status = run_status(folder)
+    if status == "done":
         values = explained_variances(read_records(folder / "metrics.jsonl"))[:FIRST_ITERATIONS]
         (folder / FIRST_EV).write_text(json.dumps(values))
-    print(f"  finished {folder.name}: {'ok' if code == 0 else f'FAILED (exit {code})'}", flush=True)
+    print(f"  {folder.name}: {status}, {budget_of(folder):,} real steps", flush=True)
     return folder
 
 
 def run_all(args: argparse.Namespace) -> None:
     """The earlier run and every fresh run first (each fresh run clones its seed's warm start), then the
-    warm runs, which wait for the earlier run's critic."""
+    warm runs, which wait for the earlier run's critic; only the arms of ``--arms`` (and the earlier run
+    only for the warm arm)."""
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        earlier = pool.submit(run_one, args.out, EARLIER, args.earlier_seed, args.earlier_steps, [], args.rerun)
-        fresh = [pool.submit(run_one, args.out, "fresh", s, args.env_steps, [], args.rerun) for s in args.seeds]
+        earlier = pool.submit(run_one, args.out, EARLIER, args.earlier_seed, args.earlier_steps, [], False, None) \
+            if "warm" in args.arms else None
+        fresh = [pool.submit(run_one, args.out, "fresh", s, args.env_steps, [], args.rerun, args.stage)
+                 for s in args.seeds if "fresh" in args.arms]
 
         def warm(seed: int) -> Path:
             init = earlier.result()  # the critic it starts from; quoted: the folder name holds '=' and ','
-            return run_one(args.out, "warm", seed, args.env_steps, [f"critic.init='{init}'"], args.rerun)
+            return run_one(args.out, "warm", seed, args.env_steps, [f"critic.init='{init}'"], args.rerun, args.stage)
 
-        for future in [earlier, *fresh, *[pool.submit(warm, s) for s in args.seeds]]:
+        warm_runs = [pool.submit(warm, s) for s in args.seeds if "warm" in args.arms]
+        for future in [*([earlier] if earlier else []), *fresh, *warm_runs]:
             future.result()
 
 
@@ -210,7 +241,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env-steps", type=int, default=100_000, help="real env steps of each compared run")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one CPU thread each)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/warm_critic_steps"))
-    parser.add_argument("--rerun", action="store_true", help="repeat finished runs too")
+    parser.add_argument("--stage", type=int, default=None,
+                        help="stop a compared run once its held crossing is decided, looking every STAGE real "
+                             "steps (default: every run spends --env-steps)")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS,
+                        help="the compared arms to run (the earlier run is run or kept either way)")
+    parser.add_argument("--rerun", action="store_true", help="repeat the compared runs, also finished ones")
     parser.add_argument("--report-only", action="store_true", help="print the figures of what is in --out")
     parser.add_argument("--keep", type=Path, default=None, help="copy the finished runs' records to this folder")
     args = parser.parse_args(argv)

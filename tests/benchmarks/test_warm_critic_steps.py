@@ -1,6 +1,7 @@
 """The pure figures of the warm-critic steps benchmark against references worked by hand, and (slow) a tiny
 run of it end to end."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,25 @@ def test_the_ratio_is_fresh_over_warm_seed_by_seed_over_the_seeds_both_held():
     assert bench.ratio_text(fresh, warm) == ("2.00 [0.36, 11.19] over 3 paired seeds "
                                              "(seed 0 4.00, seed 1 2.00, seed 2 1.00)")
     assert bench.ratio_text({0: None}, {0: 1000}) == "no seed where both arms held it: no paired ratio"
+
+
+def run_folder(path: Path, successes: list[float], budget: int = 5000) -> Path:
+    """A finished run folder evaluated every 1,000 real steps with ``successes`` at marks 0, 1000, ..."""
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(f"trainer:\n  eval_every_steps: 1000\n  max_env_steps: {budget}\n")
+    rows = [{"charts/real_env_steps": 1000 * i, "eval/success_rate": v} for i, v in enumerate(successes)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (path / "done").write_text("")
+    return path
+
+
+def test_a_crossing_is_decided_only_by_the_marks_before_the_budgets_own_evaluation(tmp_path):
+    # held from 1,000: marks 1k, 2k, 3k at 0.8 or above, all before the last mark (5k)
+    assert bench.decided(run_folder(tmp_path / "a", [0.5, 0.9, 0.8, 0.9, 0.5, 0.9]))
+    # held from 2,000 only with the last mark (4k), which a longer run plays otherwise: not yet decided
+    assert not bench.decided(run_folder(tmp_path / "b", [0.5, 0.5, 0.9, 0.9, 0.9]))
+    assert not bench.decided(run_folder(tmp_path / "c", [0.5, 0.9, 0.9, 0.7, 0.9, 0.9]))
+    assert bench.budget_of(run_folder(tmp_path / "d", [0.5], budget=30_000)) == 30_000
 
 
 @pytest.mark.slow
