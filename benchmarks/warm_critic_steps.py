@@ -178,7 +178,11 @@ def run_all(args: argparse.Namespace) -> None:
 
 def report(root: Path, seeds: list[int]) -> None:
     """The figures of the runs (or their records) below ``root``."""
-    runs = {arm_and_seed(run.path): run for run in load_runs(root) if arm_and_seed(run.path)[0]}
+    every = {arm_and_seed(run.path): run for run in load_runs(root) if arm_and_seed(run.path)[0]}
+    runs = {key: run for key, run in every.items() if run.status == "done"}  # a run still going counts nowhere
+    for run in every.values():
+        if run.status != "done":
+            print(f"left out: {run.path.name} ({run.status})")
     compared: list[Run] = [runs[(arm, s)] for arm in ARMS for s in seeds if (arm, s) in runs]
     marks = common_marks(compared)
     steps = {arm: {s: run_steps_to_target(runs[(arm, s)], TARGET, marks) for s in seeds if (arm, s) in runs}
