@@ -148,7 +148,10 @@ def run_one(out: Path, arm: str, seed: int, steps: int, extra: list[str], rerun:
         train([*run_overrides(ENV, METHOD, seed, bench, folder), *extra], log)
     while stage and run_status(folder) == "done" and budget_of(folder) < steps and not decided(folder):
         budget = min(budget_of(folder) + stage, steps)
-        train([f"resume='{folder}'", f"trainer.max_env_steps={budget}", "trainer.progress=false"], log)
+        if train([f"resume='{folder}'", f"trainer.max_env_steps={budget}", "trainer.progress=false"], log):
+            # refused (e.g. no checkpoint yet: a stage shorter than 10 iterations) or failed: it stays as it is
+            print(f"  {folder.name}: extending to {budget:,} real steps failed, see {log}", flush=True)
+            break
     status = run_status(folder)
     if status == "done":
         values = explained_variances(read_records(folder / "metrics.jsonl"))[:FIRST_ITERATIONS]
