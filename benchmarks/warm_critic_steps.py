@@ -249,8 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one CPU thread each)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/warm_critic_steps"))
     parser.add_argument("--stage", type=int, default=None,
-                        help="stop a compared run once its held crossing is decided, looking every STAGE real "
-                             "steps (default: every run spends --env-steps)")
+                        help="stop a compared run once its held crossing is decided, looking every STAGE real steps "
+                             "(over 10 iterations, where an extension goes on from; default: every run spends --env-steps)")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS,
                         help="the compared arms to run (the earlier run is run or kept either way)")
     parser.add_argument("--rerun", action="store_true", help="repeat the compared runs, also finished ones")

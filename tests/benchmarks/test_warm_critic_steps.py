@@ -64,14 +64,14 @@ def test_a_crossing_is_decided_only_by_the_marks_before_the_budgets_own_evaluati
 
 @pytest.mark.slow
 def test_tiny_runs_start_the_warm_arm_from_the_earlier_critic(tmp_path, capsys):
-    # --stage 2200 of 4400: the compared runs stop at 2,200 (past their first checkpoint, 10 iterations)
-    # undecided and are extended to 4,400 by resume=
-    bench.main(["--seeds", "1", "--earlier-steps", "300", "--env-steps", "4400", "--stage", "2200", "--jobs", "1",
+    # --stage 3300 of 6600: the compared runs stop at 3,300 (a checkpoint, 10 iterations, before the budget shaped them)
+    # undecided and are extended to 6,600 by resume=
+    bench.main(["--seeds", "1", "--earlier-steps", "300", "--env-steps", "6600", "--stage", "3300", "--jobs", "1",
                 "--out", str(tmp_path)])
     runs = {bench.arm_and_seed(run.path): run for run in load_runs(tmp_path)}
     earlier, fresh, warm = runs[("earlier", 10)], runs[("fresh", 1)], runs[("warm", 1)]
     assert warm.ledger[bench.IMPORTED] == earlier.ledger["critic_real_steps"] > 0
     assert fresh.ledger[bench.IMPORTED] == 0
-    assert bench.budget_of(warm.path) == bench.budget_of(fresh.path) == 4400 and warm.real_env_steps >= 4400
+    assert bench.budget_of(warm.path) == bench.budget_of(fresh.path) == 6600 and warm.real_env_steps >= 6600
     assert (warm.path / bench.FIRST_EV).is_file()
     assert "paired ratio fresh / warm" in capsys.readouterr().out
