@@ -71,5 +71,8 @@ def test_arms_pair_by_seed_not_by_position():
     assert (pairs.seeds, pairs.a, pairs.b, pairs.total) == ([0, 2], [5.0, 10.0], [20.0, 30.0], 3)
     assert pairs.ratios == [4.0, 3.0]
     assert seed_pairs({0: 0.0, 1: 2.0}, {0: 5.0, 1: 4.0}).ratios == [2.0]  # a seed at 0 steps has no ratio
+    # The second arm's misses count as the first's do (None: not held, 0: no ratio); one step is a value.
+    edges = seed_pairs({0: 1.0, 1: 3.0, 2: 4.0}, {0: 1.0, 1: None, 2: 0.0})
+    assert (edges.seeds, edges.a, edges.b, edges.total) == ([0], [1.0], [1.0], 3)
     none = seed_pairs({None: 5.0}, {None: 10.0})  # a run whose seed is unknown pairs with nothing
     assert (none.seeds, none.total) == ([], 0)
