@@ -455,6 +455,7 @@ def test_durations_keep_one_unit_for_mean_and_spread():
     assert format_duration(45.2) == "45 s" and format_duration(45.2, 3.3) == "45 ± 3 s"
     assert format_duration(150, 30) == "2.5 ± 0.5 min" and format_duration(7200, 360) == "2.0 ± 0.1 h"
     assert format_duration(None) == "-" and format_duration(float("nan"), 1.0) == "-"
+    assert format_duration(720_000) == "200.0 h"  # 720,000 / 3,600 by hand: an hour is 3,600 s exactly
 
 
 @pytest.mark.slow
