@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from benchmarks.sample_efficiency import REPORT_IGNORE, best, method_name
 from experiments.reporting import Run, configurations, summary_rows
-from experiments.reporting.intervals import TOO_FEW, geometric_mean, interval_text, log_t_interval
+from experiments.reporting.intervals import (
+    TOO_FEW,
+    geometric_mean,
+    interval_text,
+    log_t_interval,
+    paired_log_ratio,
+)
 from experiments.reporting.table import common_marks, duration_unit
 from experiments.reporting.thresholds import AtThreshold, at_threshold, seed_pairs
 
@@ -88,12 +94,12 @@ def ratio_text(mb: Mapping[int | None, float | None], mf: Mapping[int | None, fl
     pairs = seed_pairs(mb, mf)
     if not pairs.seeds:
         return f"0/{pairs.total} seeds held" if pairs.total else "-"
-    ratios = pairs.ratios
-    notes = [f"{len(ratios)}/{pairs.total} seeds held"] if len(ratios) < pairs.total else []
-    bounds = log_t_interval(ratios)
+    paired = paired_log_ratio(pairs.a, pairs.b)  # seed_pairs keeps only values > 0
+    notes = [f"{paired.pairs}/{pairs.total} seeds held"] if paired.pairs < pairs.total else []
+    bounds = paired.interval
     if bounds is None:
         notes.append(TOO_FEW)
-    text = f"{geometric_mean(ratios):.1f}x" + (f" {interval_text(bounds, '{:.1f}')}" if bounds else "")
+    text = f"{paired.ratio:.1f}x" + (f" {interval_text(bounds, '{:.1f}')}" if bounds else "")
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
