@@ -38,6 +38,7 @@ from experiments.phase_record import PhaseRecord
 from experiments.resume import resume_from
 from experiments.warm_start_cache import load_check_steps, load_warm_start, save_warm_start, warm_start_inputs
 from experiments.world_model_builder import build_world_model
+from imagination.refit import fit_on_demonstrations
 from imagination.step_groups.counterfactual_gigpo import CounterfactualGiGPO
 from imagination.step_groups.real_branch import RealEnvBrancher
 from policy.chat_preamble import run_preamble
@@ -50,7 +51,6 @@ from policy.model import build_tiny_lm, load_pretrained
 from policy.transcripts import transcript_trajectories
 from policy.warm_start import behaviour_clone, expert_trajectories
 from world_model import TurnTokenizer, token_limits
-from world_model.fitting import fit_any
 from world_model.metrics import one_step_accuracy
 from world_model.protocol import WorldModelLike
 
@@ -302,18 +302,22 @@ def demonstrations(run: Resolved, env_kwargs: dict[str, Any]) -> list[Trajectory
 
 def fit_on_experts(parts: RunParts, progress: LoopProgress, experts: list[Trajectory]) -> PhaseRecord:
     """The expert demonstrations are real episodes (their steps are reported apart): the world model
-    starts from them, and the gate reads its first score on a held-out tenth. They take the run's
+    starts from them, and the gate reads its first score on the held-out ones (a tenth, or
+    ``imagination.first_fit_holdout``'s share, which the fit then also stops early on). They take the run's
     first ids; the returned record says so, and what was fitted, for the loop to apply."""
     imagination, world_model = parts.run.imagination, parts.world_model
     experts = [dataclasses.replace(t, group_id=i, trajectory_id=i) for i, t in enumerate(experts)]
     gate = dataclasses.replace(progress.gate)  # moved here; the loop takes its new state from the record
-    held_out = experts[: max(1, len(experts) // 10)]
     if parts.rank0:  # rank 0 fits and scores; the other ranks take its weights and gate
         parts.store.append(experts)
-        fit_any(experts[len(held_out):], [], world_model, **imagination.world_model_fit(first_fit=True).keywords(),
-                seed=derive_seed(parts.run.seed, "world-model-fit", 0))
+        held_out, fit = fit_on_demonstrations(world_model, experts, imagination,
+                                              seed=derive_seed(parts.run.seed, "world-model-fit", 0))
         gate_change = gate.update(one_step_accuracy(world_model, held_out).exact_match)
         parts.logger.log_text("imagination/gate", f"gate {gate_change} after the warm-start fit", real_env_steps=0)
+        if imagination.first_fit_holdout is not None:  # train.log and TensorBoard: how early it stopped
+            took = f"the warm-start fit took {fit['steps']} of its {imagination.first_fit_steps} steps (first_fit_holdout)"
+            log.info(took)
+            parts.logger.log_text("world_model/fit", took, real_env_steps=0)
     broadcast_module_(parts.fabric, world_model)
     return PhaseRecord(groups=len(experts), trajectories=len(experts), recent=experts,
                        gate_open=broadcast_json(parts.fabric, gate.is_open), world_model_fitted=True,

@@ -102,6 +102,13 @@ class ImaginationConfig:
     ``fit_eval_every`` steps, and the refit stops after ``fit_patience`` readings without an
     improvement of more than ``fit_min_delta``, at ``fit_steps`` at most (``world_model.early_stop``).
     ``wm/fit_steps_used`` says how many it took. Needs ``fit_loop=plain``. None: ``fit_steps`` always."""
+    first_fit_holdout: float | None = None
+    """Stop the first fit early too, as ``fit_holdout`` stops a refit: this share of the first fit's
+    trajectories (at least one, never all) is not trained on, and the fit stops after ``fit_patience``
+    readings of its loss without an improvement, at ``first_fit_steps`` at most. On the warm start's
+    expert episodes (``fit_on_warm_start``) the held-out share is also what the gate's first score
+    reads, in place of a tenth. ``wm/fit_steps_used`` (in the loop) or the run's log (the expert fit)
+    says how many steps it took. Needs ``fit_loop=plain``. None: ``first_fit_steps`` always."""
     fit_eval_every: int = 5
     """Optimiser steps between readings of the held-out loss (``fit_holdout``)."""
     fit_patience: int = 2
@@ -155,12 +162,14 @@ class ImaginationConfig:
     def _check_refit_rules(self) -> None:
         _check_number("refit_below", self.refit_below, 0.0, 1.0, optional=True)
         _check_number("fit_replay", self.fit_replay, 0.0, 1.0, optional=True)
-        _check_number("fit_holdout", self.fit_holdout, 0.0, 0.9, optional=True)
-        if self.fit_holdout == 0:
-            raise ValueError("imagination.fit_holdout must be > 0 or null (null: no early stop), got 0")
         _check_number("fit_min_delta", self.fit_min_delta, 0.0)
-        if self.fit_holdout is not None and self.fit_loop != "plain":
-            raise ValueError(f"imagination.fit_holdout needs imagination.fit_loop=plain, got {self.fit_loop!r}")
+        for key in ("fit_holdout", "first_fit_holdout"):
+            share = getattr(self, key)
+            _check_number(key, share, 0.0, 0.9, optional=True)
+            if share == 0:
+                raise ValueError(f"imagination.{key} must be > 0 or null (null: no early stop), got 0")
+            if share is not None and self.fit_loop != "plain":
+                raise ValueError(f"imagination.{key} needs imagination.fit_loop=plain, got {self.fit_loop!r}")
 
     def world_model_fit(self, first_fit: bool) -> FitSettings:
         """The settings of a world-model fit in the loop: ``first_fit_steps`` for the first (the model

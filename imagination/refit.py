@@ -13,11 +13,11 @@ from envs.store import TrajectoryStore
 from envs.trajectory import Trajectory
 from imagination.config import ImaginationConfig
 from imagination.gate import ImaginationGate
-from imagination.refit_rules import holdout_rows, is_new, replay_rows, should_refit
+from imagination.refit_rules import holdout_count, holdout_rows, is_new, replay_rows, should_refit
 from world_model.early_stop import EarlyStop
-from world_model.fitting import refit_any_on_store
+from world_model.fitting import fit_any, refit_any_on_store
 from world_model.metrics import one_step_accuracy
-from world_model.plain_fit import refit_plain_on_store
+from world_model.plain_fit import fit_plain, refit_plain_on_store
 from world_model.protocol import WorldModelLike
 
 
@@ -75,14 +75,15 @@ def refit(
     settings = config.world_model_fit(first_fit)
     fit_on_store = refit_plain_on_store if config.fit_loop == "plain" else refit_any_on_store
     decided: dict[str, float] = {}  # what the rules chose, filled in by the fit's ``choose``
-    rules = {} if first_fit else refit_rule_options(config, fit_seed, iteration_at_refit, decided)
+    rules = (first_fit_options(config, fit_seed, decided) if first_fit
+             else refit_rule_options(config, fit_seed, iteration_at_refit, decided))
     # either loop gets the same settings, weight decay included
     fit = fit_on_store(world_model, store, steps=settings.steps, batch_size=settings.batch_size, lr=settings.lr,
                        weight_decay=settings.weight_decay, last=config.fit_trajectories, seed=fit_seed, **rules)
     metrics = {"wm/train_loss": fit.get("wm/loss", float("nan")),  # the last step's batch loss
                "wm/fit_trajectories": float(fit["trajectories"])}
     metrics.update(decided)
-    if config.fit_holdout is not None and not first_fit:
+    if (config.first_fit_holdout if first_fit else config.fit_holdout) is not None:
         metrics["wm/fit_steps_used"] = float(fit["steps"])
         metrics["wm/fit_val_loss"] = fit.get("wm/val_loss", float("nan"))
     return metrics
@@ -113,8 +114,51 @@ def refit_rule_options(
 
     options: dict[str, Any] = {"choose": choose}
     if config.fit_holdout is not None:
-        options["early_stop"] = EarlyStop(config.fit_eval_every, config.fit_patience, config.fit_min_delta)
+        options["early_stop"] = early_stop_settings(config)
     return options
+
+
+def first_fit_options(config: ImaginationConfig, fit_seed: int, decided: dict[str, float]) -> dict[str, Any]:
+    """``refit_on_store``'s ``choose`` and ``early_stop`` for the first fit's early stop
+    (``imagination.first_fit_holdout``): a random share of every trajectory it would train on is held
+    out (nothing is "new" or "old" yet); nothing when the key is off. ``wm/fit_held_out`` says how many."""
+    if config.first_fit_holdout is None:
+        return {}
+    rng = random.Random(derive_seed(fit_seed, "first-fit-rows"))
+
+    def choose(window: list[Trajectory]) -> tuple[list[Trajectory], list[Trajectory]]:
+        held = set(holdout_rows(len(window), config.first_fit_holdout, rng))
+        decided["wm/fit_held_out"] = float(len(held))
+        return [t for i, t in enumerate(window) if i not in held], [window[i] for i in sorted(held)]
+
+    return {"choose": choose, "early_stop": early_stop_settings(config)}
+
+
+def early_stop_settings(config: ImaginationConfig) -> EarlyStop:
+    """How often the held-out loss is read and when a fit stops on it (``fit_eval_every`` and beside)."""
+    return EarlyStop(config.fit_eval_every, config.fit_patience, config.fit_min_delta)
+
+
+def fit_on_demonstrations(
+    world_model: WorldModelLike, experts: list[Trajectory], config: ImaginationConfig, seed: int,
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """The first fit on the warm start's expert episodes. Returns the episodes held out of it (the
+    gate's first score reads them) and the fit's figures (``steps``: how many it took).
+
+    Today's (``first_fit_holdout`` off): the first tenth (at least one) is held out and the fit runs
+    ``first_fit_steps`` through the model kind's own fit. With ``first_fit_holdout``: the first
+    ``holdout_count`` of them (that share, at least one, never all) are held out, and the plain loop
+    stops on their loss (``early_stop_settings``)."""
+    settings = config.world_model_fit(first_fit=True)
+    if config.first_fit_holdout is None:
+        held_out = experts[: max(1, len(experts) // 10)]
+        return held_out, fit_any(experts[len(held_out):], [], world_model, **settings.keywords(), seed=seed)
+    count = holdout_count(len(experts), config.first_fit_holdout)
+    held_out = experts[:count]
+    fit = fit_plain(experts[count:], held_out, world_model, max_steps=settings.steps, batch_size=settings.batch_size,
+                    lr=settings.lr, weight_decay=settings.weight_decay, seed=seed,
+                    early_stop=early_stop_settings(config))
+    return held_out, fit
 
 
 def refit_due(config: ImaginationConfig, iteration: int, new_real_steps: int) -> bool:

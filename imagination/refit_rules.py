@@ -37,7 +37,10 @@ def holdout_rows(n_new: int, share: float, rng: random.Random) -> list[int]:
     """Positions among ``n_new`` new rows held out of the fit to read its loss on:
     ``round(share * n_new)`` of them, at least one, and never all (one is always left to fit on);
     none with fewer than two new rows."""
-    if n_new < 2:
-        return []
-    count = min(n_new - 1, max(1, round(share * n_new)))
-    return sorted(rng.sample(range(n_new), count))
+    return sorted(rng.sample(range(n_new), holdout_count(n_new, share)))
+
+
+def holdout_count(n: int, share: float) -> int:
+    """How many of ``n`` rows a held-out ``share`` takes: ``round(share * n)``, at least one and never
+    all; none with fewer than two rows."""
+    return 0 if n < 2 else min(n - 1, max(1, round(share * n)))

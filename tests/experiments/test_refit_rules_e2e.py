@@ -3,6 +3,8 @@ with every rule on the loop runs and records what each rule decided."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from safetensors.torch import load_file
 
@@ -48,3 +50,15 @@ def test_every_rule_on_records_its_decisions(tmp_path):
             assert 1 <= r["wm/fit_steps_used"] <= 6 and r["wm/fit_held_out"] == 2  # half of 4 new episodes
         else:
             assert "wm/fit_steps_used" not in r
+
+
+def test_the_first_fit_on_the_experts_stops_early(tmp_path, caplog):
+    # Patience 1 with readings every step and a min_delta no loss can beat: the fit on the 16 experts
+    # stops after its first step (the reading before it is the best there will be).
+    run = tmp_path / "first"
+    caplog.set_level(logging.INFO, logger="experiments.build")
+    train_in_process([*BASE, "imagination.first_fit_holdout=0.25", "imagination.first_fit_steps=40",
+                      "imagination.fit_eval_every=1", "imagination.fit_patience=1", "imagination.fit_min_delta=1e9"],
+                     run)
+    assert "the warm-start fit took 1 of its 40 steps (first_fit_holdout)" in caplog.messages
+    assert all("wm/fit_steps_used" not in r for r in read_records(run)[1:])  # refits: fit_holdout is off
