@@ -74,6 +74,16 @@ class ArmFigures:
     cpu_to_target: dict[int, float | None]  # seed -> loop CPU seconds to the target
     cpu_per_step_s: float  # loop CPU over real steps, all seeds pooled
 
+    @property
+    def held_cpu(self) -> list[float]:
+        """The loop CPU seconds to the target of the seeds that held it, in seed order."""
+        return [v for v in self.cpu_to_target.values() if v is not None]
+
+    @property
+    def mean_cpu_to_target(self) -> float | None:
+        """Their mean; None when no seed held it."""
+        return sum(self.held_cpu) / len(self.held_cpu) if self.held_cpu else None
+
 
 def arm_figures(runs: Sequence[Run], target: float) -> ArmFigures:
     seeds, cpu = {}, {}
@@ -94,8 +104,8 @@ def steps_text(figures: ArmFigures) -> tuple[str, str]:
 
 
 def cpu_to_target_text(figures: ArmFigures) -> str:
-    values = [v for v in figures.cpu_to_target.values() if v is not None]
-    return "-" if not values else f"{sum(values) / len(values) / 60:.1f} min ({len(values)} held)"
+    mean = figures.mean_cpu_to_target
+    return "-" if mean is None else f"{mean / 60:.1f} min ({len(figures.held_cpu)} held)"
 
 
 def table(arms: Mapping[str, ArmFigures], model_free_ms: float, best_mf_cpu_s: float | None) -> str:
@@ -104,8 +114,8 @@ def table(arms: Mapping[str, ArmFigures], model_free_ms: float, best_mf_cpu_s: f
              "|---|---|---|---:|---:|---|---:|"]
     for label, figures in arms.items():
         per_seed, mean = steps_text(figures)
-        held = [v for v in figures.cpu_to_target.values() if v is not None]
-        versus = "-" if not held or not best_mf_cpu_s else f"{sum(held) / len(held) / best_mf_cpu_s:.1f}x"
+        mean_cpu = figures.mean_cpu_to_target
+        versus = "-" if mean_cpu is None or not best_mf_cpu_s else f"{mean_cpu / best_mf_cpu_s:.1f}x"
         lines.append(f"| {label} | {per_seed} | {mean} | {1000 * figures.cpu_per_step_s:.1f} | "
                      f"{1000 * figures.cpu_per_step_s / model_free_ms:.1f}x | {cpu_to_target_text(figures)} | {versus} |")
     return "\n".join(lines)
@@ -124,8 +134,8 @@ def runs_in(folder: Path, key: str) -> dict[str, list[Run]]:
 def best_by_cpu_to_target(arms: Mapping[str, ArmFigures]) -> tuple[float, str] | None:
     """The mean CPU seconds to the target and the name of the arm with the least, among the arms that
     held it on every seed; None when none did."""
-    held = {name: list(f.cpu_to_target.values()) for name, f in arms.items()}
-    candidates = [(sum(v) / len(v), name) for name, v in held.items() if v and None not in v]
+    candidates = [(f.mean_cpu_to_target, name) for name, f in arms.items()
+                  if f.held_cpu and len(f.held_cpu) == len(f.cpu_to_target)]
     return min(candidates) if candidates else None
 
 
