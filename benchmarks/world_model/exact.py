@@ -4,8 +4,10 @@ Each trajectory is replayed in a fresh env reset with its seed: the env draws it
 map and slips from ``random.Random(seed)`` alone, so replaying the recorded actions reproduces the
 recording, and every replayed observation is checked against it (a mismatch raises).
 
-- hidden_number: ``predictive_distribution(k)`` over the answer word; the text ``guess k : answer``
-  is fixed by the action apart from that word, so it is also the distribution of the whole text.
+- hidden_number: ``predictive_distribution(k)`` over the answer word; the text (``guess k : answer``,
+  after the earlier results in the transcript observation mode) is fixed by the action apart from
+  that word, so it is also the distribution of the whole text. An action the env refuses (not
+  ``guess(k)`` with k in range) gets its fixed error text: probability 1.
 - slippery frozen_lake: ``transition_probabilities()[cell][action]`` grouped by next cell (two slip
   directions can land on the same cell), each cell rendered as the grid the env would show.
 """
@@ -41,6 +43,18 @@ def next_cell_distribution(table: dict, desc: Sequence[str], cell: int, action: 
     return out
 
 
+def hidden_number_distribution(env, action: str, recorded: str) -> dict[str, float]:
+    """``{next observation text: probability}`` of ``action`` in hidden_number ``env`` (before it
+    steps). The recorded text gives what comes before the result line (the earlier results in the
+    transcript mode; nothing in the last-line mode); a refused action's error text is certain."""
+    k = parse_guess(action)
+    if k is None or not 1 <= k <= env.n:
+        return {recorded: 1.0}
+    before = recorded.rpartition("\n")[0]
+    lead = before + "\n" if before else ""
+    return {f"{lead}guess {k} : {a}": p for a, p in env.predictive_distribution(k).items() if a in ANSWERS}
+
+
 def exact_distributions(env_name: str, kwargs: dict, trajectories: Sequence[Trajectory]) -> list[dict[str, float]]:
     """Per turn (trajectory order, then turn order) ``{next observation text: probability}``.
 
@@ -57,8 +71,7 @@ def exact_distributions(env_name: str, kwargs: dict, trajectories: Sequence[Traj
         cell = "".join(env.desc).index("S") if env_name == "frozen_lake" else None
         for turn in t.turns:
             if env_name == "hidden_number":
-                k = parse_guess(turn.action)
-                dist = {f"guess {k} : {a}": p for a, p in env.predictive_distribution(k).items() if a in ANSWERS}
+                dist = hidden_number_distribution(env, turn.action, turn.next_observation)
             elif env_name == "frozen_lake":
                 dist = next_cell_distribution(env.transition_probabilities(), env.desc, cell,
                                               parse_action(turn.action))

@@ -266,3 +266,32 @@ def test_the_cost_benchmark_times_the_default_world_model():
     options = WorldModelOptions(**{k: v for k, v in omegaconf.OmegaConf.to_container(group).items() if k != "defaults"})
     model = default_model("hidden_number")
     assert model.config == WorldModelConfig.from_options(model.tokenizer, options)
+
+
+class ScriptedActions:
+    """Plays the same fixed list of actions in every episode, one per turn."""
+
+    def __init__(self, actions: list[str]) -> None:
+        self.actions = actions
+
+    def act(self, views):
+        return [self.actions[len(view.turns)] for view in views]
+
+
+def test_hidden_number_exact_predictive_in_transcript_mode_with_refused_actions():
+    # seed 0 hides 7 in 1 .. 10; guess 5 (higher), two refused actions, guess 8 (lower)
+    kwargs = {"n": 10, "max_turns": 4, "observation": "transcript"}
+    actions = ["guess(5)", "guess(99)", "hello", "guess(8)"]
+    t = collect(ScriptedActions(actions), "hidden_number", group_size=1, group_seeds=[0], env_kwargs=kwargs,
+                progress=False)[0]
+    dists = exact_distributions("hidden_number", kwargs, [t])
+    error = "invalid action . call guess(k) with k in 1 .. 10"
+    # uniform prior over 1 .. 10: 6 .. 10 are higher than 5, 1 .. 4 lower
+    assert dists[0] == pytest.approx({"guess 5 : higher": 0.5, "guess 5 : lower": 0.4, "guess 5 : correct": 0.1})
+    assert dists[1] == {f"guess 5 : higher\n{error}": 1.0}  # a refused action's text is certain
+    assert dists[2] == {f"guess 5 : higher\n{error}": 1.0}
+    # 6 .. 10 remain: 9 and 10 are higher than 8, 6 and 7 lower; the error lines are not kept
+    assert dists[3] == pytest.approx({"guess 5 : higher\nguess 8 : higher": 0.4,
+                                      "guess 5 : higher\nguess 8 : lower": 0.4,
+                                      "guess 5 : higher\nguess 8 : correct": 0.2})
+    assert t.turns[3].next_observation == "guess 5 : higher\nguess 8 : lower"
