@@ -13,7 +13,9 @@ the next iteration's gate would score. Per turn, teacher-forced on the real hist
   (``benchmarks.world_model.exact``: only the answer word is uncertain, a refused action's error text
   is certain);
 - ``ratio`` = mean model NLL / mean exact NLL: 1 is the best any model can do;
-- ``answer ratio``: the same over the answer word alone, on the turns with a valid guess.
+- ``answer ratio``: the same over the answer word alone, on the turns with a valid guess;
+- ``nll certain``: the model's NLL of the tokens the exact predictive is sure of (all but a valid
+  guess's answer word: the earlier results, the guess, the end), per turn; the exact answer's is 0.
 
 The episodes are a measurement after training, on no run's x-axis. Nothing is trained.
 """
@@ -52,6 +54,7 @@ class NllFigures:
     answer_turns: int  # turns with a valid guess
     model_answer_nll: float  # mean over those of the model's NLL of the answer word
     exact_answer_nll: float
+    model_certain_nll: float  # mean over turns of the model's NLL of every other token
 
     @property
     def ratio(self) -> float:
@@ -75,6 +78,8 @@ def nll_figures(model_nll: Sequence[float], exact_nll: Sequence[float], answer_t
         answer_turns=len(answers),
         model_answer_nll=statistics.fmean([model_answer_nll[i] for i in answers]) if answers else math.nan,
         exact_answer_nll=statistics.fmean([exact_nll[i] for i in answers]) if answers else math.nan,
+        model_certain_nll=statistics.fmean([total - (answer if valid else 0.0) for total, answer, valid
+                                            in zip(model_nll, model_answer_nll, answer_turn, strict=True)]),
     )
 
 
@@ -123,11 +128,11 @@ def run_real_steps(run_dir: Path) -> int:
 
 
 def table(rows: dict[str, tuple[int, NllFigures]]) -> str:
-    lines = ["| run | real steps | turns | nll model | nll exact | ratio | answer turns | answer ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| run | real steps | turns | nll model | nll exact | ratio | answer turns | answer ratio | nll certain |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, (steps, f) in rows.items():
         lines.append(f"| {name} | {steps:,} | {f.turns} | {f.model_nll:.4f} | {f.exact_nll:.4f} | {f.ratio:.3f} | "
-                     f"{f.answer_turns} | {f.answer_ratio:.3f} |")
+                     f"{f.answer_turns} | {f.answer_ratio:.3f} | {f.model_certain_nll:.4f} |")
     return "\n".join(lines)
 
 

@@ -22,6 +22,8 @@ def test_figures_of_three_turns_by_hand():
     # the refused turn's 9.0 is not an answer word: (0.6 + 1.2) / 2 against (0.5 + 1.0) / 2
     assert f.model_answer_nll == pytest.approx(0.9) and f.exact_answer_nll == pytest.approx(0.75)
     assert f.answer_ratio == pytest.approx(1.2)
+    # what is left of each turn once its answer word is taken out: 0.4, 0.5 (all of it), 0.8
+    assert f.model_certain_nll == pytest.approx(1.7 / 3)
 
 
 def test_no_uncertainty_gives_no_ratio_and_mismatched_lists_are_refused():
