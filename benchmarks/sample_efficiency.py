@@ -103,10 +103,12 @@ METHODS: dict[str, list[str]] = {
 # and set per invocation) and the settings every model-based method of one world model shares; the
 # imagination and world-model choices and fit_on_warm_start stay, since methods differ in them.
 LABELLED = ("imagination", "imagination.fit_on_warm_start", "world_model")
+# ``world_model=small`` is what the former keys set one by one: records of either kind are one
+# configuration (``world_model=lm`` stays apart).
 REPORT_IGNORE = ("seed", "trainer.iterations", "trainer.max_env_steps",
                  *dict.fromkeys(key for override in (*MODEL_BASED, *MODEL_BASED_LM)
                                 if (key := override.split("=")[0]) not in LABELLED),
-                 *FORMER_MODEL_KEYS)
+                 *FORMER_MODEL_KEYS, "world_model=small")
 # The model-based method the controls are matched to, and the default list: every model-free method
 # and control, and the reference.
 REFERENCE = "mb_grpo_r0.9"

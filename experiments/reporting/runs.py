@@ -65,9 +65,9 @@ class Run:
 
     def config_key(self, ignore: Iterable[str] = (SEED_KEY,)) -> tuple[tuple[str, str], ...]:
         """The overrides that define this run's configuration: all but ``ignore`` (the seed) and the
-        ``NEUTRAL_KEYS``."""
+        ``NEUTRAL_KEYS``. An ``ignore`` entry ``key=value`` leaves the key out only at that value."""
         skip = {*ignore, *NEUTRAL_KEYS}
-        return tuple(sorted((k, v) for k, v in self.overrides.items() if k not in skip))
+        return tuple(sorted((k, v) for k, v in self.overrides.items() if k not in skip and f"{k}={v}" not in skip))
 
 
 def find_run_dirs(root: str | Path) -> list[Path]:
@@ -133,7 +133,9 @@ def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,),
     ``ignore`` keys (the seed) are seeds of one configuration. Keys are the labels of
     ``configuration_labels`` (the env first), or the ``names`` of a configuration's first run where
     that gives one (a benchmark's method name; the env put first only when runs of several envs
-    share a name), sorted; each configuration's runs are sorted by seed, then path."""
+    share a name), sorted; each configuration's runs are sorted by seed, then path. Configurations
+    that would share a label (one benchmark name over runs whose overrides differ) are numbered
+    ``name (#1)``, ``name (#2)`` in the order of their first run, never merged or dropped."""
     ignore = tuple(ignore)
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
@@ -145,6 +147,9 @@ def configurations(runs: Sequence[Run], ignore: Iterable[str] = (SEED_KEY,),
         shared = {name for name in named if name and len({env for (env, _), n in zip(keys, named, strict=True) if n == name}) > 1}
         labels = [(f"{key[0] or UNKNOWN_ENV}: {name}" if name in shared else name) if name else label
                   for key, label, name in zip(keys, labels, named, strict=True)]
+    repeated = {label for label in labels if labels.count(label) > 1}  # one name, several configurations
+    labels = [f"{label} (#{labels[:i].count(label) + 1})" if label in repeated else label
+              for i, label in enumerate(labels)]  # each kept apart, none dropped
     by_label = {label: sorted(groups[key], key=lambda r: (r.seed is None, r.seed or 0, str(r.path)))
                 for label, key in zip(labels, keys, strict=True)}
     return dict(sorted(by_label.items()))

@@ -172,6 +172,30 @@ def test_ignored_keys_do_not_split_a_configuration(tmp_path):
     assert list(configurations(runs, ignore=("seed", "trainer.time_budget_s"))) == ["hidden_number: algo=grpo"]
 
 
+def test_an_ignored_key_value_pair_leaves_out_that_value_only(tmp_path):
+    make_run(tmp_path / "x", ["algo=grpo", "seed=0", "world_model=small"], [(0, 0.5)])
+    make_run(tmp_path / "y", ["algo=grpo", "seed=1"], [(0, 0.5)])
+    make_run(tmp_path / "z", ["algo=grpo", "seed=2", "world_model=lm"], [(0, 0.5)])
+    configs = configurations(load_runs(tmp_path), ignore=("seed", "world_model=small"))
+    assert {label: [r.seed for r in runs] for label, runs in configs.items()} == {
+        "hidden_number: defaults": [0, 1], "hidden_number: world_model=lm": [2]}
+
+
+def test_one_name_over_two_configurations_keeps_both_apart(tmp_path):
+    # the same benchmark method name, run with other overrides: numbered, neither dropped
+    make_run(tmp_path / "a" / "method=mb,seed=0", ["algo=grpo", "seed=0", "world_model.latent_size=64"], [(0, 0.5)])
+    make_run(tmp_path / "a" / "method=mb,seed=1", ["algo=grpo", "seed=1", "world_model.latent_size=64"], [(0, 0.6)])
+    make_run(tmp_path / "b" / "method=mb,seed=3", ["algo=grpo", "seed=3", "world_model=small"], [(0, 0.7)])
+    make_run(tmp_path / "b" / "method=pg,seed=3", ["algo=gigpo", "seed=3"], [(0, 0.7)])
+
+    def name(run):
+        return run.path.name.split(",")[0].removeprefix("method=")
+
+    configs = configurations(load_runs(tmp_path), names=name)
+    assert {label: [r.seed for r in runs] for label, runs in configs.items()} == {
+        "mb (#1)": [0, 1], "mb (#2)": [3], "pg": [3]}
+
+
 def test_where_warm_starts_lie_or_how_often_runs_checkpoint_never_splits_a_configuration(tmp_path):
     make_run(tmp_path / "x", ["algo=grpo", "seed=0"], [(0, 0.5)])
     make_run(tmp_path / "y", ["algo=grpo", "seed=1", "trainer.warm_start.cache_dir=/cache", "trainer.checkpoint_every=10"],
