@@ -23,25 +23,23 @@ The episodes are a measurement after training, on no run's x-axis. Nothing is tr
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from benchmarks.world_model.exact import exact_distributions
 from benchmarks.world_model.models import teacher_forced
 from envs import TrajectoryStore, collect
-from envs.hidden_number import parse_guess
 from envs.seeding import derive_seed
 from envs.splits import split_seeds
 from envs.trajectory import Trajectory
+from experiments.reporting import load_run
 from experiments.run_layout import saved_model_dir
 from experiments.saved_run import find_saved_run, load_policy
 from world_model.loading import load_world_model
+from world_model.protocol import WorldModelLike
 
 ENV = "hidden_number"
 
@@ -104,27 +102,19 @@ def measure_run(run_dir: Path, *, episodes: int, seed: int) -> tuple[int, NllFig
     fresh = collect(policy, ENV, env_kwargs=env_kwargs, group_size=1,
                     group_seeds=fresh_seeds(env_kwargs, stored, episodes, seed), max_turns=saved.max_turns,
                     progress=False)
-    return run_real_steps(run_dir), figures_of(world_model, fresh, env_kwargs)
+    return load_run(run_dir).real_env_steps or 0, figures_of(world_model, fresh, env_kwargs)
 
 
-def figures_of(world_model, trajectories: list[Trajectory], env_kwargs: dict) -> NllFigures:
+def figures_of(world_model: WorldModelLike, trajectories: list[Trajectory], env_kwargs: dict) -> NllFigures:
     """Teacher-forced NLLs of ``world_model`` on ``trajectories`` against the exact predictive."""
     trajectories = [t for t in trajectories if t.turns]
     turns = [turn for t in trajectories for turn in t.turns]
-    with torch.no_grad():
-        _, logps, _, _ = teacher_forced(world_model, trajectories)  # per turn (tokens,) log-probs
+    _, logps, _, _ = teacher_forced(world_model, trajectories)  # per turn (tokens,) log-probs
     exact = exact_distributions(ENV, env_kwargs, trajectories)
-    n = env_kwargs.get("n", 16)
-    valid = [(k := parse_guess(turn.action)) is not None and 1 <= k <= n for turn in turns]
+    answered = [len(d) > 1 for d in exact]  # a refused action's one certain text; a guess's three answers
     return nll_figures([-float(lp.sum()) for lp in logps],
                        [-math.log(d[turn.next_observation]) for d, turn in zip(exact, turns, strict=True)],
-                       valid, [-float(lp[-2]) for lp in logps])  # the answer word, before the end token
-
-
-def run_real_steps(run_dir: Path) -> int:
-    """The real env steps on the run's last metrics row."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return int(max(row.get("charts/real_env_steps", 0) for row in rows))
+                       answered, [-float(lp[-2]) for lp in logps])  # the answer word, before the end token
 
 
 def table(rows: dict[str, tuple[int, NllFigures]]) -> str:
