@@ -67,6 +67,17 @@ def pooled_start_variance(
     return float(((x - mean[g]) ** 2).sum() / dof)
 
 
+ROUNDING = 1e-12  # relative size under which a float64 difference of a few operations is rounding
+
+
+def difference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(N,) ``a - b`` in float64, 0 where it is within rounding of its operands: equal returns in
+    other units (a shifted reward) leave a residue of a few ulps that must not count as an error."""
+    a, b = a.double(), b.double()
+    diff = a - b  # (N,)
+    return torch.where(diff.abs() <= ROUNDING * torch.maximum(a.abs(), b.abs()), 0.0, diff)
+
+
 def inverse_variance_weights(
     critic_residuals: torch.Tensor, group_residuals: torch.Tensor, levels: torch.Tensor, noise_var: float
 ) -> torch.Tensor:
@@ -132,10 +143,10 @@ def fused_critic_weights(
     if cfg.weighting == "evpo":
         chosen = explained_variance_of(values, critic_returns) > cfg.evpo_threshold
         return torch.full((n,), 1.0 if chosen else 0.0, dtype=torch.float64)
-    critic_residuals = critic_returns.double() - values.double()  # (N,)
+    critic_residuals = difference(critic_returns, values)  # (N,)
     if centre_critic:
         critic_residuals = critic_residuals - critic_residuals.mean()
-    group_residuals = scores.double() - leave_one_out_group_means(scores, group_ids, traj_ids)  # (N,)
+    group_residuals = difference(scores, leave_one_out_group_means(scores, group_ids, traj_ids))  # (N,)
     noise_var = pooled_start_variance(mc_returns, group_ids, start_rows)
     return inverse_variance_weights(critic_residuals, group_residuals, levels, noise_var)
 

@@ -17,6 +17,7 @@ from envs.trajectory import Trajectory, Turn
 from policy.advantages.algorithms import critic_token_advantages, group_baseline_token_advantages, turn_rows
 from policy.advantages.config import AlgoConfig, FusedConfig
 from policy.advantages.fused import (
+    difference,
     fuse,
     fused_critic_weights,
     leave_one_out_group_means,
@@ -316,6 +317,31 @@ def test_limits_hold_on_random_batches(batch, group):
     mixed, _ = critic_token_advantages(cfg, rows, mask, values)
     low, high = torch.minimum(zero, one), torch.maximum(zero, one)
     assert ((mixed >= low - 1e-6) & (mixed <= high + 1e-6)).all()  # a convex mix of the parents
+
+
+def test_a_difference_within_rounding_of_its_operands_is_zero():
+    # 0.1 + 0.2 is 0.30000000000000004 in float64: 5.6e-17 apart from 0.3, rounding at that size
+    def f64(x: float) -> torch.Tensor:
+        return torch.tensor([x], dtype=torch.float64)
+
+    assert (0.1 + 0.2) - 0.3 != 0.0 and difference(f64(0.1 + 0.2), f64(0.3)).item() == 0.0
+    assert difference(f64(1.0 + 1e-9), f64(1.0)).item() == pytest.approx(1e-9, rel=1e-6)
+    assert difference(f64(0.0), f64(0.0)).item() == 0.0
+    assert difference(f64(2.5), f64(-1.0)).item() == 3.5
+
+
+def test_equal_returns_shifted_in_units_keep_the_even_weight():
+    # Four one-turn trajectories of one group, every return, value and score equal: neither parent
+    # has an error, so the weight is 1/2; shifted by 0.1 the leave-one-out means round to a few ulps
+    # off the scores, which once gave the group a "variance" and weight 1 (a hypothesis example).
+    def weights(shift: float) -> torch.Tensor:
+        same = torch.full((4,), shift, dtype=torch.float64)
+        return fused_critic_weights(FusedConfig(), critic_returns=same, values=same, mc_returns=same, scores=same,
+                                    group_ids=[0, 0, 0, 0], traj_ids=[0, 1, 2, 3], levels=torch.zeros(4),
+                                    start_rows=torch.ones(4, dtype=torch.bool), centre_critic=False)
+
+    assert weights(0.0).tolist() == [0.5] * 4
+    assert weights(0.1).tolist() == [0.5] * 4
 
 
 @settings(max_examples=60, deadline=None)
