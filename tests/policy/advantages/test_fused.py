@@ -328,6 +328,9 @@ def test_a_difference_within_rounding_of_its_operands_is_zero():
     assert difference(f64(1.0 + 1e-9), f64(1.0)).item() == pytest.approx(1e-9, rel=1e-6)
     assert difference(f64(0.0), f64(0.0)).item() == 0.0
     assert difference(f64(2.5), f64(-1.0)).item() == 3.5
+    # the tolerance grows with the operands: a rounding residue at 1e6 is 0, a real 1e-6 at 0 is kept
+    assert (1e6 + 0.1 + 0.2) - (1e6 + 0.3) != 0.0 and difference(f64(1e6 + 0.1 + 0.2), f64(1e6 + 0.3)).item() == 0.0
+    assert difference(f64(1e-6), f64(0.0)).item() == 1e-6
 
 
 def test_equal_returns_shifted_in_units_keep_the_even_weight():
