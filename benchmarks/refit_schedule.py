@@ -1,14 +1,17 @@
-"""How often the world model is refitted, against real steps and CPU: the headline's model-based arm on
-hidden_number_10 with its refits on a sparser clock, beside the same arm as the headline ran it and the
-headline's model-free arms.
+"""How often the world model is refitted, and how much is imagined per real step, against real steps
+and CPU: the headline's model-based arm on hidden_number_10 with its refits on a sparser clock or with
+fewer imagined groups per update, beside the same arm as the headline ran it and the headline's
+model-free arms.
 
     python -m benchmarks.refit_schedule          # the committed records: docs/refit_schedule, docs/headline
     python -m benchmarks.refit_schedule --records DIR --headline DIR --target 0.8
     python -m benchmarks.refit_schedule --commands --seeds 0 1 2   # the runs' commands, to run them again
 
 The arms (``ARMS``) are the headline's ``mb_grpo_r0.9`` (``sample_efficiency.MODEL_BASED`` at ratio 0.9:
-a 40-step refit every other iteration, about every 39 real steps at this ratio) with the plain fit loop
-and a refit clock keyed to new real data instead. One run per arm and seed, ``experiments.train
+a 40-step refit every other iteration, about every 39 real steps at this ratio) with the plain fit loop,
+and either a refit clock keyed to new real data or half as many imagined groups per update for the
+same real ones (4 groups at ratio 0.8 against 8 at 0.9: 0.8 real groups per iteration either way, so
+the refit clock and the real data per refit stay as they are). One run per arm and seed, ``experiments.train
 experiment=hidden_number_10 seed=S algo=grpo <MODEL_BASED> imagination.ratio=0.9 <arm's overrides>
 trainer.max_env_steps=15000 trainer.iterations=100000`` (``--commands`` prints them), stopped once its
 held crossing of the target was decided (the hold needs the next two marks) or at 15k real steps.
@@ -42,10 +45,14 @@ ARMS: dict[str, tuple[str, list[str]]] = {
     "c200": ("refit every 200 real steps", ["imagination.fit_loop=plain", "imagination.refit_every_steps=200"]),
     "c400_holdout": ("refit every 400 real steps, early stop", [
         "imagination.fit_loop=plain", "imagination.refit_every_steps=400", "imagination.fit_holdout=0.25"]),
+    # Later overrides win in Hydra, so this ratio replaces the arm's 0.9.
+    "g4_r0.8": ("half the imagined groups (4 groups per update at ratio 0.8)", [
+        "imagination.fit_loop=plain", "trainer.groups_per_iteration=4", "imagination.ratio=0.8"]),
 }
 """Arm folder name -> its label and its overrides on the headline's ``mb_grpo_r0.9``; a run's record is
 in ``<records>/arm=<folder name>,seed=<S>``. ``today`` is that arm rerun on the current code (the plain
-fit loop gives the Lightning loop's weights bit for bit, for less CPU); the others change its clock."""
+fit loop gives the Lightning loop's weights bit for bit, for less CPU); the others change its clock or
+its imagined groups per real one."""
 TODAY = "mb_grpo_r0.9"  # the headline's model-based arm: a refit every other iteration
 MODEL_FREE = ("grpo", "gigpo", "hgpo", "hgpo_base_group", "ppo_turn", "grpo_small_batch", "grpo_matched_updates",
               "grpo_reuse")

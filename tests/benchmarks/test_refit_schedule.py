@@ -69,6 +69,13 @@ def test_commands_name_each_arm_and_seed(tmp_path):
 
 
 @pytest.mark.parametrize("folder", [f for f in refit_schedule.ARMS if f != "today"])
-def test_every_arm_but_today_changes_the_refit_clock(folder):
+def test_every_arm_but_today_changes_the_refit_clock_or_only_the_imagined_groups(folder):
     _, overrides = refit_schedule.ARMS[folder]
-    assert any(o.startswith("imagination.refit_every_steps=") for o in overrides)
+    values = dict(o.split("=", 1) for o in overrides)
+    if "imagination.refit_every_steps" in values:
+        return
+    # Today: 8 groups per update at ratio 0.9, so 0.8 real and 7.2 imagined groups per iteration. An arm
+    # that keeps the clock must keep the 0.8 real groups (the clock counts iterations) and imagine fewer.
+    groups, ratio = int(values["trainer.groups_per_iteration"]), float(values["imagination.ratio"])
+    assert groups * (1 - ratio) == pytest.approx(0.8)
+    assert groups * ratio < 7.2
