@@ -46,16 +46,24 @@ def collect_pool(
     """Episodes on ``split`` seeds until at least ``transitions`` turns, one per seed, the seeds
     handed round-robin to ``policies`` (random, expert, random, ...)."""
     spec = ENVS[env]
+    return collect_env_pool(spec.name, spec.kwargs, split, transitions, seed=seed, policies=policies)
+
+
+def collect_env_pool(
+    name: str, kwargs: dict[str, Any], split: str, transitions: int, *, seed: int = 0,
+    policies: Sequence[Policy] = ("random", "expert"),
+) -> list[Trajectory]:
+    """``collect_pool`` for any registered env ``name`` with its ``kwargs`` (an env preset's)."""
     pool: list[Trajectory] = []
     count, batch, used = 0, max(4, transitions // 3), 0
     while count < transitions:
-        seeds = split_seeds(spec.name, spec.kwargs, split, seed=seed, count=used + batch)[used:]
+        seeds = split_seeds(name, kwargs, split, seed=seed, count=used + batch)[used:]
         used += len(seeds)
         parts = []
         for p, policy in enumerate(policies):
             agent = RandomAgent(seed=seed + used) if policy == "random" else ExpertAgent()
-            parts.append(collect(agent, spec.name, group_size=1, group_seeds=seeds[p :: len(policies)],
-                                 env_kwargs=spec.kwargs, progress=False))
+            parts.append(collect(agent, name, group_size=1, group_seeds=seeds[p :: len(policies)],
+                                 env_kwargs=kwargs, progress=False))
         for i, seed_ in enumerate(seeds):
             t = parts[i % len(policies)][i // len(policies)]
             assert t.seed == seed_
