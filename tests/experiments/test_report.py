@@ -529,3 +529,24 @@ def test_cli_refuses_a_target_outside_zero_one(tmp_path, capsys):
     make_run(tmp_path / "r_s0", None, [(0, 0.1)])
     assert report.main([str(tmp_path), "--target", "80"]) == 2
     assert "target" in capsys.readouterr().err
+
+
+def test_seeds_sort_by_number_with_an_unknown_seed_last_whatever_the_folder_order(tmp_path):
+    # folder order is "0" (no seed), "a" (seed 1), "b" (seed 0); no summaries, so no seed falls back to 0
+    make_run(tmp_path / "a", ["algo=grpo", "seed=1"], [(0, 0.5)], summary=False)
+    make_run(tmp_path / "b", ["algo=grpo", "seed=0"], [(0, 0.5)], summary=False)
+    make_run(tmp_path / "0", ["algo=grpo"], [(0, 0.5)], summary=False)
+    configs = configurations(load_runs(tmp_path))
+    assert [[r.seed for r in runs] for runs in configs.values()] == [[0, 1, None]]
+
+
+def test_a_name_shared_by_two_envs_gets_its_env_and_a_run_without_a_name_keeps_its_label(tmp_path):
+    make_run(tmp_path / "m" / "one", ["algo=grpo", "seed=0"], [(0, 0.5)], env="hidden_number")
+    make_run(tmp_path / "m" / "two", ["algo=grpo", "seed=0"], [(0, 0.5)], env="frozen_lake")
+    make_run(tmp_path / "unnamed" / "three", ["algo=gigpo", "seed=0"], [(0, 0.5)], env="hidden_number")
+
+    def name(run):
+        return None if run.path.parent.name == "unnamed" else run.path.parent.name
+
+    assert sorted(configurations(load_runs(tmp_path), names=name)) == [
+        "frozen_lake: m", "hidden_number: algo=gigpo", "hidden_number: m"]
