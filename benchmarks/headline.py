@@ -85,6 +85,7 @@ PLANS: dict[str, EnvPlan] = {
     "hidden_number_10": EnvPlan(100_000, 15_000, (5_000, 10_000, 15_000, 50_000, 100_000)),
     "sokoban": EnvPlan(100_000, 20_000, (5_000, 10_000, 20_000, 100_000)),
     "taxi": EnvPlan(100_000, 15_000, (5_000, 10_000, 15_000, 50_000, 100_000)),
+    "lookup": EnvPlan(100_000, 15_000, (5_000, 10_000, 15_000, 50_000, 100_000)),
 }
 # The three envs of the headline (what `--envs` runs by default): the benchmark's default envs.
 HEADLINE_ENVS = sample_efficiency.ENVS

@@ -119,7 +119,7 @@ ENVS = ("hidden_number", "frozen_lake", "hidden_number_10")
 # in 3 guesses, small enough that every method reaches 0.8 within a few thousand real steps on CPU;
 # textarena is GuessTheNumber-v0 through the TextArena adapter, warm-started from random well-formed
 # actions (its preset), as a game brought from elsewhere would be.
-OTHER_ENVS = ("learning_check", "sokoban", "minishop", "textarena", "taxi")
+OTHER_ENVS = ("learning_check", "sokoban", "minishop", "textarena", "taxi", "lookup")
 # Beside the env folders: every method of an (env, seed) starts from one cloned policy, cloned once.
 WARM_STARTS = "warm_starts"
 

@@ -43,6 +43,7 @@ ENVS = {
     "minishop": lambda: MinishopWithAnotherShop(),
     "gym_text": lambda: make("gym_text", entry_point="envs.gym_toy:GuessNumberText"),
     "gym_text_taxi": lambda: make("gym_text", entry_point="envs.taxi_text:TaxiText"),
+    "gym_text_lookup": lambda: make("gym_text", entry_point="envs.lookup_text:LookupText"),
     "textarena_guess_the_number": textarena,
 }
 

@@ -29,6 +29,7 @@ ADAPTER_CASES = {
     "textarena-FrozenLake": ("textarena", {"game": "FrozenLake-v0", "max_turns": 20}),
     "gym_text": ("gym_text", {"entry_point": "envs.gym_toy:GuessNumberText"}),
     "gym_text-taxi": ("gym_text", {"entry_point": "envs.taxi_text:TaxiText"}),
+    "gym_text-lookup": ("gym_text", {"entry_point": "envs.lookup_text:LookupText"}),
 }
 ALL_CASES = {**{name: (name, kwargs) for name, kwargs in CASES.items()}, **ADAPTER_CASES}
 

@@ -148,7 +148,7 @@ def test_ablate_controls_base_has_every_control_off():
     assert base.enabled
 
 
-LATENT_TUNED = {"frozen_lake", "sokoban", "taxi"}
+LATENT_TUNED = {"frozen_lake", "sokoban", "taxi", "lookup"}
 """The presets that set the latent world model's own keys (the decoder's copy path); the others choose
 their sizes through the world_model group (world_model=small), which world_model=lm replaces."""
 
@@ -166,7 +166,7 @@ def test_a_preset_with_the_lm_world_model_composes_or_is_refused_naming_a_latent
 
 # --- each env preset's prompt limit holds its env's longest prompt -------------------------------------
 # The presets named after an env (and the variants of one), with the episodes their prompts are measured on.
-ENV_PRESETS = [*ENVS, "learning_check", "hidden_number_10", "taxi"]
+ENV_PRESETS = [*ENVS, "learning_check", "hidden_number_10", "taxi", "lookup"]
 PROMPT_EPISODES = 6
 
 
