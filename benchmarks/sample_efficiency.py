@@ -114,12 +114,12 @@ REPORT_IGNORE = ("seed", "trainer.iterations", "trainer.max_env_steps",
 REFERENCE = "mb_grpo_r0.9"
 DEFAULT_METHODS = ("ppo_turn", "grpo", "gigpo", "hgpo", "hgpo_base_group", *CONTROLS, REFERENCE)
 ALL_METHODS = (*METHODS, *CONTROLS)
-ENVS = ("hidden_number", "frozen_lake", "hidden_number_10")
+ENVS = ("hidden_number", "frozen_lake", "lookup", "hidden_number_10")
 # Presets that also run but are not in the default list: learning_check is hidden_number over 1 .. 5
 # in 3 guesses, small enough that every method reaches 0.8 within a few thousand real steps on CPU;
 # textarena is GuessTheNumber-v0 through the TextArena adapter, warm-started from random well-formed
 # actions (its preset), as a game brought from elsewhere would be.
-OTHER_ENVS = ("learning_check", "sokoban", "minishop", "textarena", "taxi", "lookup")
+OTHER_ENVS = ("learning_check", "sokoban", "minishop", "textarena", "taxi")
 # Beside the env folders: every method of an (env, seed) starts from one cloned policy, cloned once.
 WARM_STARTS = "warm_starts"
 

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import headline, sample_efficiency
 from benchmarks.controls import CONTROLS
-from benchmarks.headline import ARMS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
+from benchmarks.headline import ARMS, EXTRA_ENVS, HEADLINE_ENVS, PLANS, EnvPlan, arm_budget
 from experiments.reporting import load_runs
 from tests.benchmarks.benchmark_runs import write_benchmark_run
 
@@ -21,13 +21,16 @@ def test_every_plan_is_a_preset_the_benchmark_runs_and_compares_at_the_model_bas
         EnvPlan(100, 50, (25, 100))
 
 
-def test_the_headline_runs_three_planned_envs_by_default():
-    assert len(HEADLINE_ENVS) == 3 and set(HEADLINE_ENVS) <= set(PLANS)
-    assert headline.build_parser().parse_args([]).envs == list(HEADLINE_ENVS)
-    assert set(HEADLINE_ENVS) <= set(sample_efficiency.ENVS)  # the benchmark's default sweep covers them
+def test_the_headline_runs_three_planned_envs_and_its_extra_row_by_default():
+    assert len(HEADLINE_ENVS) == 3 and set(HEADLINE_ENVS) | set(EXTRA_ENVS) <= set(PLANS)
+    assert headline.build_parser().parse_args([]).envs == [*HEADLINE_ENVS, *EXTRA_ENVS]
+    assert [*HEADLINE_ENVS, *EXTRA_ENVS] == list(sample_efficiency.ENVS)  # the benchmark's default sweep
 
 
-def test_the_third_env_is_hidden_number_over_1_to_10_in_four_guesses():
+def test_the_third_env_is_the_lookup_tool_task_and_the_extra_row_hidden_number_over_1_to_10():
+    run = sample_efficiency.compose_run(["experiment=lookup"])
+    assert run.env.name == "gym_text" and run.env.kwargs["entry_point"] == "envs.lookup_text:LookupText"
+    assert run.trainer.eval_every_steps == 2000
     run = sample_efficiency.compose_run(["experiment=hidden_number_10"])
     assert run.env.name == "hidden_number" and (run.env.kwargs["n"], run.env.kwargs["max_turns"]) == (10, 4)
     assert run.trainer.eval_every_steps == 1000
