@@ -1,5 +1,5 @@
-"""The headline on three envs: the model-based reference against every model-free method and control,
-three seeds each, one real-step budget per arm and env, and one short table per env.
+"""The headline on three envs (and an extra row): the model-based reference against every model-free method and control,
+three seeds each by default (five where recorded), one real-step budget per arm and env, and one short table per env.
 
     python -m benchmarks.headline                                # everything: days on two cores
     python -m benchmarks.headline --envs hidden_number --arms model_based --seeds 0

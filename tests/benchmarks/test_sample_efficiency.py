@@ -32,7 +32,7 @@ from tests.benchmarks.benchmark_runs import write_benchmark_run
 
 CONF = Path(__file__).resolve().parents[2] / "experiments" / "conf"
 # Presets named after what they change in an env rather than after the env.
-PRESET_ENV = {"hidden_number_10": "hidden_number"}
+PRESET_ENV = {"hidden_number_10": "hidden_number", "lookup": "gym_text"}
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
