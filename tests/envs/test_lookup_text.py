@@ -12,6 +12,7 @@ import pytest
 from envs.lookup_text import CITIES, PEOPLE, Directory, LookupText
 from envs.registry import make
 from envs.splits import is_eval_task, split_seeds
+from tests.envs.episode_words import episode_words
 
 LOOKUP = {"entry_point": "envs.lookup_text:LookupText"}
 HAND_MADE = Directory(
@@ -156,13 +157,7 @@ def test_the_vocabulary_covers_every_word_of_expert_and_random_episodes():
     vocabulary = set(env.vocabulary())
     rng = random.Random(0)
     for seed in range(60):
-        words = set(env.reset(seed).split())
-        done = truncated = False
-        while not (done or truncated):
-            action = env.expert_action() if rng.random() < 0.6 else env.random_action(rng)
-            result = env.step(action)
-            done, truncated = result.done, result.info["truncated"]
-            words |= set(result.observation.split()) | set(action.split())
+        words = episode_words(env, seed, rng, expert_share=0.6)
         assert words <= vocabulary, words - vocabulary
     assert set(PEOPLE) | set(CITIES) <= vocabulary
 

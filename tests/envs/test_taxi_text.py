@@ -12,6 +12,7 @@ import pytest
 from envs.registry import make
 from envs.splits import split_seeds
 from envs.taxi_text import TaxiText
+from tests.envs.episode_words import episode_words
 
 TAXI = {"entry_point": "envs.taxi_text:TaxiText"}
 
@@ -144,13 +145,7 @@ def test_the_vocabulary_covers_every_word_of_expert_and_random_episodes():
     vocabulary = set(env.vocabulary())
     rng = random.Random(0)
     for seed in range(40):
-        words = set(env.reset(seed).split())
-        done = truncated = False
-        while not (done or truncated):
-            action = env.expert_action() if rng.random() < 0.7 else env.random_action(rng)
-            result = env.step(action)
-            done, truncated = result.done, result.info["truncated"]
-            words |= set(result.observation.split()) | {action}
+        words = episode_words(env, seed, rng, expert_share=0.7)
         assert words <= vocabulary, words - vocabulary
 
 

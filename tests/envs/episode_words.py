@@ -1,0 +1,19 @@
+"""The words an adapter-wrapped env shows and takes over one episode, for vocabulary checks."""
+
+from __future__ import annotations
+
+import random
+
+
+def episode_words(env, seed: int, rng: random.Random, expert_share: float) -> set[str]:
+    """Every word of the observations and actions of one episode from ``seed``, each action the
+    expert's with probability ``expert_share``, else a random well-formed one; played to its end or
+    its time limit."""
+    words = set(env.reset(seed).split())
+    done = truncated = False
+    while not (done or truncated):
+        action = env.expert_action() if rng.random() < expert_share else env.random_action(rng)
+        result = env.step(action)
+        done, truncated = result.done, result.info["truncated"]
+        words |= set(result.observation.split()) | set(action.split())
+    return words
