@@ -17,3 +17,10 @@ def episode_words(env, seed: int, rng: random.Random, expert_share: float) -> se
         done, truncated = result.done, result.info["truncated"]
         words |= set(result.observation.split()) | set(action.split())
     return words
+
+
+def words_missing_from_vocabulary(env, seeds, expert_share: float) -> set[str]:
+    """The words of episodes from ``seeds`` (as :func:`episode_words`, one generator seeded 0) that
+    ``env.vocabulary()`` lacks: empty when a word tokenizer built from it covers them all."""
+    vocabulary, rng = set(env.vocabulary()), random.Random(0)
+    return set().union(*(episode_words(env, seed, rng, expert_share) for seed in seeds)) - vocabulary
