@@ -124,7 +124,7 @@ class LookupText:
         friend = self._directory.friend[asked]
         if friend not in self._looked:
             return f"look {friend}"
-        return f"answer {self._directory.city[friend]}"
+        return f"answer {self._directory.answer}"
 
     def random_action(self, rng: random.Random) -> str:
         return rng.choice([*(f"look {person}" for person in PEOPLE), *(f"answer {city}" for city in CITIES)])
